@@ -1,0 +1,74 @@
+package containtest
+
+import (
+	_ "embed"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+)
+
+//go:embed fixture/chain.c
+var chainSource []byte
+
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// fixture compiles the chain fixture once per test binary with the
+// system's cc and returns the path of the build. Tests never run the build
+// itself: they run a copy in their own temporary directory.
+func fixture() (string, error) {
+	built.once.Do(func() {
+		cc, err := exec.LookPath("cc")
+		if err != nil {
+			built.err = fmt.Errorf("no C compiler (cc) on PATH to build the chain fixture: install gcc: %w", err)
+			return
+		}
+		dir, err := os.MkdirTemp("", "containtest-build-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		src := filepath.Join(dir, "chain.c")
+		if err := os.WriteFile(src, chainSource, 0o644); err != nil {
+			built.err = err
+			return
+		}
+		out := filepath.Join(dir, "chain")
+		// Static when the C library allows it: exec of a static binary skips
+		// the dynamic loader, so hand-off hops are cheap.
+		if msg, err := exec.Command(cc, "-O2", "-static", "-o", out, src).CombinedOutput(); err != nil {
+			if msg2, err2 := exec.Command(cc, "-O2", "-o", out, src).CombinedOutput(); err2 != nil {
+				built.err = fmt.Errorf("build chain fixture: %v\n%s\n%s", err2, msg, msg2)
+				return
+			}
+		}
+		built.path = out
+	})
+	return built.path, built.err
+}
+
+// copyExecutable copies the fixture to dst with mode 0755.
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

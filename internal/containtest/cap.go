@@ -1,0 +1,157 @@
+package containtest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A pidsCap is a pids cgroup made for one chain. Its pids.max is the cap
+// the kernel enforces on the chain, whatever the code under test does.
+type pidsCap struct {
+	dir      string // absolute cgroup directory
+	v2       bool
+	relative string // the group as it reads in /proc/PID/cgroup
+}
+
+// errNoCap means no pids cgroup can be made here; callers skip.
+var errNoCap = errors.New("no pids cgroup can be made")
+
+// newPidsCap makes a pids cgroup named name under the test process's own
+// pids cgroup and sets pids.max to max. It prefers the v1 pids hierarchy,
+// then a v2 group whose parent already delegates the pids controller.
+func newPidsCap(name string, max int) (*pidsCap, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: not root", errNoCap)
+	}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoCap, err)
+	}
+	v1, v2 := ownCgroups(self)
+	var c *pidsCap
+	if rel, ok := v1["pids"]; ok && isDir("/sys/fs/cgroup/pids") {
+		c = &pidsCap{dir: filepath.Join("/sys/fs/cgroup/pids", rel, name), relative: filepath.Join(rel, name)}
+	} else if v2 != "" {
+		parent := filepath.Join("/sys/fs/cgroup", v2)
+		ctl, _ := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
+		if !hasWord(ctl, "pids") {
+			return nil, fmt.Errorf("%w: the v2 cgroup %s does not delegate the pids controller", errNoCap, parent)
+		}
+		c = &pidsCap{dir: filepath.Join(parent, name), v2: true, relative: filepath.Join(v2, name)}
+	} else {
+		return nil, fmt.Errorf("%w: no v1 pids hierarchy and no v2 pids controller", errNoCap)
+	}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoCap, err)
+	}
+	if err := c.setMax(max); err != nil {
+		os.Remove(c.dir)
+		return nil, fmt.Errorf("%w: set pids.max: %v", errNoCap, err)
+	}
+	return c, nil
+}
+
+// ownCgroups parses /proc/self/cgroup: v1 controller to path, and the v2 path.
+func ownCgroups(b []byte) (v1 map[string]string, v2 string) {
+	v1 = map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			v2 = parts[2]
+			continue
+		}
+		for _, ctl := range strings.Split(parts[1], ",") {
+			v1[ctl] = parts[2]
+		}
+	}
+	return v1, v2
+}
+
+func (c *pidsCap) setMax(n int) error {
+	return os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(n)), 0)
+}
+
+func (c *pidsCap) add(pid int) error {
+	return os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+}
+
+// members lists the pids in the group (zombies have already left it).
+func (c *pidsCap) members() ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// forkFailures reads the "max" counter of pids.events: how many forks the
+// cap refused.
+func (c *pidsCap) forkFailures() int {
+	b, err := os.ReadFile(filepath.Join(c.dir, "pids.events"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "max" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// contains reports whether pid is still in this group, read from the
+// process's own /proc/PID/cgroup.
+func (c *pidsCap) contains(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return false
+	}
+	v1, v2 := ownCgroups(b)
+	if c.v2 {
+		return v2 == c.relative
+	}
+	return v1["pids"] == c.relative
+}
+
+func (c *pidsCap) remove() error {
+	err := unix.Rmdir(c.dir)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+func hasWord(b []byte, w string) bool {
+	for _, f := range strings.Fields(string(b)) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+func getpgid(pid int) (int, error) { return unix.Getpgid(pid) }

@@ -1,0 +1,437 @@
+package containtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shape is the form of a runaway chain; see fixture/chain.c.
+type Shape string
+
+const (
+	Tree   Shape = "tree"   // every process keeps forking
+	Line   Shape = "line"   // each hop execs the next one and waits for it
+	Churn  Shape = "churn"  // each process starts two children and exits
+	Bomb   Shape = "bomb"   // tree with no pause, spinning at the cap
+	Escape Shape = "escape" // leaves a grandchild in its own session
+)
+
+// killDeadline bounds how long a kill may take to empty a chain before the
+// harness reports a leak: 12,000 processes empty in about 1.5 s here.
+const killDeadline = 15 * time.Second
+
+// Spec describes one chain. Cap, HopCap and Timeout are required and must
+// be literals in the test: never values read from the code under test.
+type Spec struct {
+	Shape    Shape
+	Cap      int           // pids.max of the chain's own cgroup
+	HopCap   int           // the fixture refuses to start hop HopCap (exit 42)
+	Timeout  time.Duration // the harness kills the chain when it passes
+	Interval time.Duration // pause between forks; 0 means 100ms (bomb: none)
+	Exec     bool          // children exec the binary again (tree, churn)
+	Name     string        // file name of the copy; default "chain"
+	Dir      string        // the test cache to copy into; default a new temp dir
+}
+
+// A Chain is a running fixture under the harness's control.
+type Chain struct {
+	Path   string // the copy that runs: the exact path tests target
+	Dir    string // the disposable test cache holding the copy
+	Leader int
+
+	t        testing.TB
+	cap      *pidsCap
+	stdout   string
+	stderr   string
+	exited   chan unix.WaitStatus
+	status   unix.WaitStatus
+	reaped   atomic.Bool
+	timedOut atomic.Bool
+	timer    *time.Timer
+	killMu   sync.Mutex
+	// Control tests only: leave out one mechanism to prove the others.
+	noCgroup atomic.Bool // the cgroup sweep (and pids.max = 0)
+	noDir    atomic.Bool // the sweep of the test cache
+}
+
+// Start copies the fixture into the test's cache, makes its capped cgroup,
+// and starts it there. It skips the test when no cap can be put in place.
+func Start(t testing.TB, s Spec) *Chain {
+	t.Helper()
+	reaper.Lock()
+	started := reaper.started
+	reaper.Unlock()
+	if !started {
+		t.Fatal("containtest: call os.Exit(containtest.Main(m)) from TestMain before starting chains")
+	}
+	if s.Cap <= 0 || s.HopCap <= 0 || s.Timeout <= 0 {
+		t.Fatal("containtest: Spec needs Cap, HopCap and Timeout, as literals")
+	}
+	src, err := fixture()
+	if err != nil {
+		t.Skipf("containtest: %v", err)
+	}
+	if s.Name == "" {
+		s.Name = "chain"
+	}
+	if s.Dir == "" {
+		s.Dir = filepath.Join(t.TempDir(), "cache")
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Chain{Path: filepath.Join(s.Dir, s.Name), Dir: s.Dir, t: t, exited: make(chan unix.WaitStatus, 1)}
+	if err := copyExecutable(src, c.Path); err != nil {
+		t.Fatal(err)
+	}
+	registerComm(s.Name)
+
+	var rlimit *unix.Rlimit
+	if os.Geteuid() == 0 {
+		c.cap, err = newPidsCap(fmt.Sprintf("containtest-%d-%s-%d", os.Getpid(), s.Name, seq.Add(1)), s.Cap)
+		if err != nil {
+			t.Skipf("containtest: not running a runaway chain uncapped: %v", err)
+		}
+	} else {
+		// RLIMIT_NPROC counts every process of the user (setrlimit(2)), so
+		// the cap sits just above what the user already runs.
+		n := userProcesses(os.Getuid())
+		rlimit = &unix.Rlimit{Cur: uint64(n + s.Cap), Max: uint64(n + s.Cap)}
+	}
+
+	interval := s.Interval
+	if interval == 0 {
+		interval = 100 * time.Millisecond
+	}
+	args := []string{"-g", "-s", string(s.Shape), "-i", strconv.FormatInt(interval.Microseconds(), 10),
+		"-H", strconv.Itoa(s.HopCap),
+		// The fixture's own lifetime: every process dies of SIGALRM a
+		// little after the harness's timeout, even if the harness is gone.
+		"-D", strconv.FormatInt(time.Now().Add(s.Timeout+30*time.Second).Unix(), 10)}
+	if s.Exec {
+		args = append(args, "-x")
+	}
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gateR.Close()
+	defer gateW.Close()
+	c.stdout = filepath.Join(s.Dir, s.Name+".stdout")
+	c.stderr = filepath.Join(s.Dir, s.Name+".stderr")
+	outF, err := os.Create(c.stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outF.Close()
+	errF, err := os.Create(c.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errF.Close()
+
+	cmd := exec.Command(c.Path, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = gateR, outF, errF
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The reaper, not cmd.Wait, collects the leader: register before it
+	// can exit. It cannot exit before the gate opens.
+	reaper.Lock()
+	if err := cmd.Start(); err != nil {
+		reaper.Unlock()
+		t.Fatal(err)
+	}
+	c.Leader = cmd.Process.Pid
+	reaper.leaders[c.Leader] = c.exited
+	reaper.Unlock()
+	cmd.Process.Release()
+	t.Cleanup(c.cleanup)
+
+	if c.cap != nil {
+		err = c.cap.add(c.Leader)
+	} else {
+		err = unix.Prlimit(c.Leader, unix.RLIMIT_NPROC, rlimit, nil)
+	}
+	if err != nil {
+		c.Kill()
+		t.Fatalf("containtest: cap the chain: %v", err)
+	}
+	c.timer = time.AfterFunc(s.Timeout, func() {
+		c.timedOut.Store(true)
+		c.Kill()
+	})
+	if _, err := gateW.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var seq atomic.Int64
+
+// Population counts the live (non-zombie) members of the chain's capped
+// cgroup: the ground truth, whatever the code under test did.
+func (c *Chain) Population() int {
+	if c.cap == nil {
+		return len(c.sweepDir())
+	}
+	pids, _ := c.cap.members()
+	n := 0
+	for _, pid := range pids {
+		if _, st, ok := commState(pid); ok && st != 'Z' {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitPopulation waits until at least n processes are alive, or within
+// passes, and returns the last population seen.
+func (c *Chain) WaitPopulation(n int, within time.Duration) int {
+	end := time.Now().Add(within)
+	for {
+		p := c.Population()
+		if p >= n || time.Now().After(end) {
+			return p
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Survivors lists every live process of the chain: members of its cgroup,
+// and anything running from its test cache wherever it has been moved.
+func (c *Chain) Survivors() []int {
+	seen := map[int]bool{}
+	var out []int
+	if c.cap != nil {
+		pids, _ := c.cap.members()
+		for _, pid := range pids {
+			if _, st, ok := commState(pid); ok && st != 'Z' && !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	for _, pid := range c.sweepDir() {
+		if !seen[pid] {
+			seen[pid] = true
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// ForkFailures is how many forks the pids cap refused (pids.events max).
+func (c *Chain) ForkFailures() int {
+	if c.cap == nil {
+		return 0
+	}
+	return c.cap.forkFailures()
+}
+
+// Exit waits up to within for the leader to exit and returns its status.
+func (c *Chain) Exit(within time.Duration) (unix.WaitStatus, bool) {
+	if c.reaped.Load() {
+		return c.status, true
+	}
+	select {
+	case ws := <-c.exited:
+		c.status = ws
+		c.reaped.Store(true)
+		return ws, true
+	case <-time.After(within):
+		return 0, false
+	}
+}
+
+// TimedOut reports whether the harness's timeout fired.
+func (c *Chain) TimedOut() bool { return c.timedOut.Load() }
+
+// Stdout and Stderr return what the leader's process tree wrote so far.
+func (c *Chain) Stdout() string { b, _ := os.ReadFile(c.stdout); return string(b) }
+func (c *Chain) Stderr() string { b, _ := os.ReadFile(c.stderr); return string(b) }
+
+// Kill ends the whole chain: the leader's process group, every member of
+// the capped cgroup, and anything running from the test cache; it waits
+// until none is left, then removes the cgroup. It returns an error naming
+// the survivors when the chain did not empty within killDeadline.
+func (c *Chain) Kill() error {
+	c.killMu.Lock()
+	defer c.killMu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	end := time.Now().Add(killDeadline)
+	if c.cap != nil && !c.noCgroup.Load() {
+		// Stop growth first, as systemd does before a unit's final kill: a
+		// kill loop alone loses against a chain that refills the cap.
+		c.cap.setMax(0)
+	}
+	for {
+		c.killGroup()
+		left := 0
+		if c.cap != nil && !c.noCgroup.Load() {
+			left += c.killCgroup()
+		}
+		if !c.noDir.Load() {
+			left += c.killDir()
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("containtest: %d processes of %s still alive after %v", left, c.Path, killDeadline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.cap != nil && !c.noCgroup.Load() {
+		for {
+			err := c.cap.remove()
+			if err == nil {
+				break
+			}
+			if time.Now().After(end) {
+				return fmt.Errorf("containtest: remove %s: %w", c.cap.dir, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// killGroup sends SIGKILL to the leader's process group. It holds the
+// reaper's lock so the leader cannot be reaped meanwhile: an unreaped
+// leader keeps its pid, and so the group id, from being reused.
+func (c *Chain) killGroup() {
+	reaper.Lock()
+	defer reaper.Unlock()
+	if _, waiting := reaper.leaders[c.Leader]; waiting {
+		unix.Kill(-c.Leader, unix.SIGKILL)
+	}
+}
+
+// killCgroup signals every live member of the chain's cgroup through a
+// pidfd opened and then checked to still be in the group, and returns how
+// many were alive.
+func (c *Chain) killCgroup() int {
+	pids, _ := c.cap.members()
+	left := 0
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if _, st, ok := commState(pid); ok && st != 'Z' && c.cap.contains(pid) {
+			left++
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			thawV1(pid)
+		}
+		unix.Close(fd)
+	}
+	return left
+}
+
+// killDir signals every process whose executable is in the test cache.
+func (c *Chain) killDir() int {
+	left := 0
+	for _, pid := range c.sweepDir() {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if c.runsFromDir(pid) {
+			left++
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			thawV1(pid)
+		}
+		unix.Close(fd)
+	}
+	return left
+}
+
+// thawV1 thaws the v1 freezer group pid sits in, if any: a task frozen by
+// the v1 freezer acts on SIGKILL only once thawed. The group can only be
+// one the code under test made for this chain.
+func thawV1(pid int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return
+	}
+	v1, _ := ownCgroups(b)
+	if g, ok := v1["freezer"]; ok && g != "/" {
+		os.WriteFile(filepath.Join("/sys/fs/cgroup/freezer", g, "freezer.state"), []byte("THAWED"), 0)
+	}
+}
+
+// sweepDir scans /proc for live processes whose executable is in c.Dir.
+func (c *Chain) sweepDir() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if c.runsFromDir(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func (c *Chain) runsFromDir(pid int) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return false
+	}
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	return strings.HasPrefix(exe, c.Dir+"/")
+}
+
+// cleanup runs at the end of the test, passed or failed: kill everything,
+// then fail the test if anything of the chain is left.
+func (c *Chain) cleanup() {
+	c.noCgroup.Store(false)
+	c.noDir.Store(false)
+	if err := c.Kill(); err != nil {
+		c.t.Errorf("%v: leaked processes: %v", err, c.Survivors())
+	}
+	if c.cap != nil {
+		if _, err := os.Stat(c.cap.dir); !errors.Is(err, os.ErrNotExist) {
+			c.t.Errorf("containtest: cgroup %s left behind", c.cap.dir)
+		}
+	}
+	// Give the reaper a moment to collect the last zombies.
+	c.Exit(time.Second)
+	reap()
+}
+
+// userProcesses counts the processes of uid.
+func userProcesses(uid int) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid {
+				n++
+			}
+		}
+	}
+	return n
+}

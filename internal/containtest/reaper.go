@@ -1,0 +1,128 @@
+package containtest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// reapInterval is how often the reaper looks for zombie children: short
+// enough that a churning chain's orphans never pile up towards pid_max.
+const reapInterval = 10 * time.Millisecond
+
+var reaper struct {
+	sync.Mutex
+	started bool
+	comms   map[string]bool        // comm names of fixture copies
+	leaders map[int]chan unix.WaitStatus
+}
+
+// Main is the TestMain of every package whose tests start chains: it makes
+// the test process a child subreaper, reaps the chain processes it
+// inherits, runs the tests, then removes the fixture build.
+//
+//	func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+func Main(m *testing.M) int {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "containtest: PR_SET_CHILD_SUBREAPER: %v\n", err)
+		return 1
+	}
+	reaper.Lock()
+	reaper.started = true
+	reaper.comms = map[string]bool{}
+	reaper.leaders = map[int]chan unix.WaitStatus{}
+	reaper.Unlock()
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(reapInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				reap()
+			}
+		}
+	}()
+	code := m.Run()
+	close(stop)
+	reap()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	return code
+}
+
+// reap waits for every zombie child that is a chain process. Children of
+// other kinds (a compiler, the freeze binary under test) belong to the
+// os/exec call that started them and are left to it.
+func reap() {
+	reaper.Lock()
+	defer reaper.Unlock()
+	for _, pid := range children() {
+		comm, state, ok := commState(pid)
+		if !ok || state != 'Z' || !reaper.comms[comm] {
+			continue
+		}
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err != nil || got != pid {
+			continue
+		}
+		if ch, ok := reaper.leaders[pid]; ok {
+			ch <- ws
+			delete(reaper.leaders, pid)
+		}
+	}
+}
+
+// children lists the test process's children from
+// /proc/self/task/*/children (proc(5)): a child belongs to the thread
+// that forked it.
+func children() []int {
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	var pids []int
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(s); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// commState reads the comm and state fields of /proc/PID/stat.
+func commState(pid int) (comm string, state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	open := strings.IndexByte(string(b), '(')
+	end := strings.LastIndexByte(string(b), ')')
+	if open < 0 || end < open || end+2 >= len(b) {
+		return "", 0, false
+	}
+	return string(b[open+1 : end]), b[end+2], true
+}
+
+func registerComm(name string) {
+	if len(name) > 15 { // TASK_COMM_LEN - 1
+		name = name[:15]
+	}
+	reaper.Lock()
+	reaper.comms[name] = true
+	reaper.Unlock()
+}
