@@ -341,7 +341,7 @@ func (c *Chain) killCgroup() int {
 	return left
 }
 
-// killDir signals every process whose executable is in the test cache.
+// killDir signals every process running this chain's copy.
 func (c *Chain) killDir() int {
 	left := 0
 	for _, pid := range c.sweepDir() {
@@ -373,7 +373,9 @@ func thawV1(pid int) {
 	}
 }
 
-// sweepDir scans /proc for live processes whose executable is in c.Dir.
+// sweepDir scans /proc for live processes running this chain's own copy
+// (or a file that replaced it): a decoy beside it in the same test cache
+// is another chain.
 func (c *Chain) sweepDir() []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -397,8 +399,7 @@ func (c *Chain) runsFromDir(pid int) bool {
 	if err != nil {
 		return false
 	}
-	exe = strings.TrimSuffix(exe, " (deleted)")
-	return strings.HasPrefix(exe, c.Dir+"/")
+	return strings.TrimSuffix(exe, " (deleted)") == c.Path
 }
 
 // cleanup runs at the end of the test, passed or failed: kill everything,

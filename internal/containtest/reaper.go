@@ -20,7 +20,7 @@ const reapInterval = 10 * time.Millisecond
 var reaper struct {
 	sync.Mutex
 	started bool
-	comms   map[string]bool        // comm names of fixture copies
+	comms   map[string]bool // comm names of fixture copies
 	leaders map[int]chan unix.WaitStatus
 }
 

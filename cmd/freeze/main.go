@@ -1,0 +1,13 @@
+// Command freeze stops a runaway process chain in the order that works:
+// match it by exact executable, freeze its growth, kill the fixed set in
+// rounds until none remain, and record every step with timestamps.
+//
+// See 'freeze --help' for usage and exit codes, and 'freeze runbook' for
+// what to do in an incident.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

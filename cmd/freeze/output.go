@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"freeze/internal/timeline"
+)
+
+// All of freeze's words to the operator go through here: one voice on
+// stderr, "freeze: " first, lower case.
+
+type out struct {
+	stdout, stderr io.Writer
+}
+
+func (o out) errorf(format string, a ...any) {
+	fmt.Fprintf(o.stderr, "freeze: error: "+format+"\n", a...)
+}
+
+func (o out) hintf(format string, a ...any) {
+	fmt.Fprintf(o.stderr, "freeze: hint: "+format+"\n", a...)
+}
+
+func (o out) warnf(format string, a ...any) {
+	fmt.Fprintf(o.stderr, "freeze: warning: "+format+"\n", a...)
+}
+
+func (o out) sayf(format string, a ...any) {
+	fmt.Fprintf(o.stderr, "freeze: "+format+"\n", a...)
+}
+
+var stageNames = map[int]string{1: "match", 2: "freeze growth", 3: "kill rounds", 4: "confirm and record"}
+
+// progress prints one event as a short timestamped line, with the runbook
+// step it belongs to.
+func (o out) progress(e timeline.Event) {
+	if e.Msg == "" {
+		return
+	}
+	stage := ""
+	if e.Stage > 0 {
+		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, stageNames[e.Stage])
+	}
+	fmt.Fprintf(o.stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, e.Msg)
+}

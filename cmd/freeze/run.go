@@ -1,0 +1,359 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"freeze/internal/freeze"
+	"freeze/internal/incident"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// Exit codes, as documented in the usage text and the README.
+const (
+	exitZero      = 0
+	exitSurvivors = 1
+	exitUsage     = 2
+	exitRefused   = 3
+)
+
+// Defaults for the limits. A run against 12,000 processes takes about two
+// seconds here; a minute leaves room for a machine at its worst.
+const (
+	defaultRounds  = 20
+	defaultTimeout = 60 * time.Second
+	// roundWait bounds each round's wait for deaths: cgroup.kill of
+	// 12,000 processes empties the group in about 1.4 s here.
+	roundWait = 3 * time.Second
+)
+
+// timelineDir holds timelines by default: /var/tmp survives a reboot, so
+// the record outlives a machine that had to be restarted.
+const timelineDir = "/var/tmp/freeze"
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o := out{stdout, stderr}
+	if len(args) > 0 {
+		switch args[0] {
+		case "drill":
+			return runDrill(o, args[1:])
+		case "runbook":
+			return runRunbook(o, args[1:])
+		case "timeline":
+			return runTimeline(o, args[1:])
+		case hiddenChain:
+			return runChainFixture(args[1:])
+		}
+	}
+	return runStop(o, args)
+}
+
+type stopFlags struct {
+	paths, under, args []string
+	noDesc, hold       bool
+	dryRun, jsonOut    bool
+	force              bool
+	method             string
+	rounds             int
+	timeout            time.Duration
+	timeline           string
+}
+
+func runStop(o out, args []string) int {
+	var f stopFlags
+	fl := pflag.NewFlagSet("freeze", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	fl.StringArrayVarP(&f.paths, "path", "p", nil, "")
+	fl.StringArrayVarP(&f.under, "under", "u", nil, "")
+	fl.StringArrayVarP(&f.args, "arg", "a", nil, "")
+	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
+	fl.StringVarP(&f.method, "method", "m", "auto", "")
+	fl.BoolVar(&f.hold, "hold", false, "")
+	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "")
+	fl.IntVar(&f.rounds, "rounds", defaultRounds, "")
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "")
+	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
+	fl.BoolVar(&f.jsonOut, "json", false, "")
+	fl.BoolVar(&f.force, "force", false, "")
+	help := fl.BoolP("help", "h", false, "")
+	if err := fl.Parse(args); err != nil {
+		o.errorf("%v", err)
+		o.hintf("see 'freeze --help'")
+		return exitUsage
+	}
+	if *help {
+		fmt.Fprint(o.stdout, usageText())
+		return exitZero
+	}
+	if fl.NArg() > 0 {
+		o.errorf("unexpected argument %q", fl.Arg(0))
+		o.hintf("name the executable with --path %s, or see 'freeze --help'", fl.Arg(0))
+		return exitUsage
+	}
+	spec, code := f.spec(o)
+	if code != 0 {
+		return code
+	}
+	method := freeze.Method(f.method)
+	switch method {
+	case freeze.Auto, freeze.Cgroup2, freeze.Cgroup1, freeze.Sigstop:
+	default:
+		o.errorf("unknown --method %q", f.method)
+		o.hintf("use auto, cgroup2, cgroup1 or sigstop")
+		return exitUsage
+	}
+	if f.rounds < 1 {
+		o.errorf("--rounds %d: need at least 1", f.rounds)
+		return exitUsage
+	}
+	if f.timeout <= 0 {
+		o.errorf("--timeout %v: need a positive duration such as 60s", f.timeout)
+		return exitUsage
+	}
+	if f.hold && f.dryRun {
+		o.errorf("--hold and --dry-run together: a dry run changes nothing, so there is nothing to hold")
+		o.hintf("drop one of them")
+		return exitUsage
+	}
+
+	path := f.timeline
+	if path == "" && !f.dryRun {
+		path = filepath.Join(timelineDir, incident.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
+	}
+	rec, err := timeline.New(path, o.progress)
+	if err != nil {
+		o.warnf("cannot write the timeline: %v; carrying on, the timeline stays in memory", err)
+	}
+	if rec.Path() != "" {
+		o.sayf("timeline: %s", rec.Path())
+	}
+	res, runErr := incident.Run(incident.Config{
+		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
+		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
+		Command: append([]string{"freeze"}, args...),
+	}, rec)
+	if err := rec.Close(); err != nil {
+		o.warnf("%v", err)
+	}
+	return report(o, f, spec, rec, res, runErr)
+}
+
+// spec validates the targets; a non-zero code means stop with it.
+func (f stopFlags) spec(o out) (match.Spec, int) {
+	var spec match.Spec
+	if len(f.paths) == 0 && len(f.under) == 0 {
+		o.errorf("no target: name the runaway executable")
+		o.hintf("freeze --path /abs/path/to/binary (see 'freeze census' is not built yet; 'ps -eo pid,ppid,stat,comm' shows what runs)")
+		return spec, exitUsage
+	}
+	for _, p := range f.paths {
+		t, err := match.Resolve(p)
+		switch {
+		case errors.Is(err, match.ErrRelative):
+			o.errorf("--path %q is not absolute", p)
+			o.hintf("give the full path, for example --path %s", mustAbs(p))
+			return spec, exitUsage
+		case errors.Is(err, fs.ErrNotExist):
+			o.errorf("--path %s: no such file", p)
+			o.hintf("a binary replaced during a rebuild still matches by its old path once the new one is in place; check the path with 'ls -l %s'", p)
+			return spec, exitUsage
+		case errors.Is(err, match.ErrNotRegular):
+			o.errorf("--path %v", err)
+			o.hintf("to match everything run from a directory, use --under %s", p)
+			return spec, exitUsage
+		case err != nil:
+			o.errorf("--path %s: %v", p, err)
+			return spec, exitUsage
+		}
+		if t.Symlink {
+			o.sayf("--path %s is a symlink: matching the file it points to, %s", p, t.Path)
+		}
+		if r := match.Refuse(proc.Default, t, len(f.args) > 0, f.force); r != nil {
+			o.errorf("refused: %s", r.Rule)
+			o.hintf("%s", r.Hint)
+			return spec, exitRefused
+		}
+		spec.Targets = append(spec.Targets, t)
+	}
+	for _, d := range f.under {
+		if !filepath.IsAbs(d) {
+			o.errorf("--under %q is not absolute", d)
+			o.hintf("give the full path, for example --under %s", mustAbs(d))
+			return spec, exitUsage
+		}
+		st, err := os.Stat(d)
+		if err != nil || !st.IsDir() {
+			o.errorf("--under %s: not a directory", d)
+			return spec, exitUsage
+		}
+		d = filepath.Clean(d)
+		if systemDir(d) && !f.force {
+			o.errorf("refused: --under %s would match the machine's own programs", d)
+			o.hintf("name the test cache that holds the chain, such as --under /tmp/TestX/cache, or add --force")
+			return spec, exitRefused
+		}
+		spec.Under = append(spec.Under, d)
+	}
+	spec.Args, spec.NoDescendants = f.args, f.noDesc
+	return spec, 0
+}
+
+func systemDir(d string) bool {
+	if d == "/" {
+		return true
+	}
+	for _, s := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/boot"} {
+		if d == s || strings.HasPrefix(d, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}
+
+type summary struct {
+	Outcome   string          `json:"outcome"`
+	Matched   int             `json:"matched"`
+	Method    string          `json:"method,omitempty"`
+	Group     string          `json:"group,omitempty"`
+	Survivors []survivorJSON  `json:"survivors,omitempty"`
+	Zombies   []zombieJSON    `json:"zombies,omitempty"`
+	Timeline  string          `json:"timeline,omitempty"`
+	Elapsed   float64         `json:"elapsed_ms"`
+	Support   json.RawMessage `json:"support,omitempty"`
+	Error     string          `json:"error,omitempty"`
+}
+
+type survivorJSON struct {
+	PID   int    `json:"pid"`
+	State string `json:"state"`
+	Wchan string `json:"wchan,omitempty"`
+}
+
+type zombieJSON struct {
+	PID    int `json:"pid"`
+	Parent int `json:"parent"`
+}
+
+// report prints the end of a run: the outcome, what to do next, and the
+// exit code.
+func report(o out, f stopFlags, spec match.Spec, rec *timeline.Recorder, res incident.Outcome, runErr error) int {
+	code := exitZero
+	s := summary{Matched: res.Matched, Method: string(res.Method), Group: res.Group, Timeline: rec.Path()}
+	if ev := rec.Events(); len(ev) > 0 {
+		s.Elapsed = ev[len(ev)-1].ElapsedMS
+	}
+	switch {
+	case res.Support != nil:
+		s.Outcome = "dry-run"
+		b, _ := json.Marshal(res.Support)
+		s.Support = b
+		for _, sp := range res.Support {
+			if sp.OK {
+				o.sayf("dry run: an incident here would use --method %s; nothing was changed", sp.Method)
+				break
+			}
+		}
+	case res.Held:
+		s.Outcome = "held"
+		o.sayf("holding %d processes frozen in %s", res.Matched, res.Group)
+		o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
+		o.sayf("to thaw instead:   %s", thawCommand(res))
+	case runErr != nil && len(res.Survivors) > 0:
+		s.Outcome = "survivors"
+		code = exitSurvivors
+		o.errorf("%d processes survive", len(res.Survivors))
+		for i, sv := range res.Survivors {
+			if i == 20 {
+				o.sayf("  ... and %d more", len(res.Survivors)-20)
+				break
+			}
+			line := fmt.Sprintf("  pid %d state %c (%s)", sv.PID, sv.State, sv.Reason)
+			if sv.Wchan != "" {
+				line += " asleep in " + sv.Wchan + ": uninterruptible, it dies when that call returns"
+			}
+			o.sayf("%s", line)
+			s.Survivors = append(s.Survivors, survivorJSON{sv.PID, string(sv.State), sv.Wchan})
+		}
+		o.hintf("run the same command again; processes in state D die when their I/O returns")
+	case runErr != nil:
+		s.Outcome = "error"
+		s.Error = runErr.Error()
+		code = exitSurvivors
+		o.errorf("%v", runErr)
+		if errors.Is(runErr, freeze.ErrNoCgroup) {
+			o.hintf("try --method sigstop, which needs no cgroup")
+		}
+	case res.NothingMatched:
+		s.Outcome = "nothing-matched"
+		o.sayf("nothing matched: no live process runs %s", strings.Join(targetArgs(f), " "))
+	default:
+		s.Outcome = "zero"
+		o.sayf("zero remain (%d matched)", res.Matched)
+	}
+	for _, z := range res.Zombies {
+		s.Zombies = append(s.Zombies, zombieJSON{z.PID, z.PPID})
+	}
+	if n := len(res.Zombies); n > 0 {
+		o.sayf("%d zombies of the chain are waiting for their parent to reap them (first: pid %d, parent %d); they hold pids but run nothing", n, res.Zombies[0].PID, res.Zombies[0].PPID)
+	}
+	if rec.Path() != "" {
+		o.sayf("timeline: %s (render it with: freeze timeline %s)", rec.Path(), rec.Path())
+	}
+	if f.jsonOut {
+		b, _ := json.MarshalIndent(s, "", "  ")
+		fmt.Fprintln(o.stdout, string(b))
+	}
+	return code
+}
+
+func targetArgs(f stopFlags) []string {
+	var a []string
+	for _, p := range f.paths {
+		a = append(a, "--path", shellQuote(p))
+	}
+	for _, d := range f.under {
+		a = append(a, "--under", shellQuote(d))
+	}
+	for _, x := range f.args {
+		a = append(a, "--arg", shellQuote(x))
+	}
+	return a
+}
+
+func thawCommand(res incident.Outcome) string {
+	switch res.Method {
+	case freeze.Cgroup2:
+		return fmt.Sprintf("echo 0 > %s/cgroup.freeze  (then, once it is empty: rmdir %s)", res.Group, res.Group)
+	case freeze.Cgroup1:
+		return fmt.Sprintf("echo THAWED > %s/freezer.state  (then, once it is empty: rmdir %s)", res.Group, res.Group)
+	}
+	return "kill -CONT each stopped pid"
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

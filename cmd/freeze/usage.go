@@ -1,0 +1,92 @@
+package main
+
+import (
+	"strings"
+
+	"freeze/internal/match"
+)
+
+const usage = `Usage:
+    freeze --path PATH [--path PATH ...] [options]
+    freeze --under DIR [options]
+    freeze drill [--size N] [--shape tree|line|churn]
+    freeze runbook [NAME | --list]
+    freeze timeline FILE [--format markdown|text|json]
+
+freeze stops a runaway process chain in the order that works:
+  1/4 match      every live process running PATH (the file itself: its
+                 device and inode, not its name), and their descendants
+  2/4 freeze     move every match into a cgroup that is already frozen
+                 (cgroup v2, else the v1 freezer, else SIGSTOP), repeating
+                 until a scan finds none left outside
+  3/4 kill       kill the now fixed set in rounds until none remain
+  4/4 record     confirm zero with two empty scans; the timeline of every
+                 step is written as it happens
+
+Options:
+    -p, --path PATH          absolute path of the runaway executable
+                             (repeatable); a copy at another path is
+                             another file and is never touched
+    -u, --under DIR          every executable running from under DIR,
+                             such as a test cache (repeatable)
+    -a, --arg STRING         only processes with an argv element equal to
+                             STRING: needed for interpreters (repeatable)
+        --no-descendants     leave out the descendants of matches
+    -m, --method METHOD      auto (default), cgroup2, cgroup1 or sigstop
+        --hold               stop after freezing: leave the chain frozen
+                             for inspection, print how to finish or thaw
+    -n, --dry-run            show what would match and which method would
+                             be used here; change nothing
+        --rounds N           at most N kill rounds (default 20)
+        --timeout DURATION   give up after DURATION (default 60s)
+    -t, --timeline FILE      write the timeline here (default
+                             /var/tmp/freeze/GROUP-TIME.jsonl)
+        --json               print a summary as JSON on stdout
+        --force              allow targets refused as daemons or bare
+                             interpreters (never PID 1 or freeze itself)
+    -h, --help               this text
+
+Never touched: PID 1, freeze itself, its ancestors, kernel threads.
+Refused (exit 3) without --force:
+    system daemons: DAEMONS
+    shells and interpreters without --arg: INTERPRETERS
+Refused always: the executable of PID 1, the running freeze binary.
+
+Exit codes:
+    0   zero remain (or nothing matched, which freeze says)
+    1   survivors remain: they are listed with their state
+    2   usage: a flag or argument is wrong
+    3   refused by a safety rule
+
+Examples:
+    freeze --path /home/ci/.cache/go-build/ab/runner.test
+    freeze --dry-run --path /tmp/TestX123/cache/tool
+    freeze --hold --path /tmp/TestX123/cache/tool     # inspect, then rerun
+    freeze --under /tmp/TestX123/cache
+    freeze --path /usr/bin/python3 --arg /srv/jobs/loop.py
+    exec freeze --path /tmp/x/tool    # when the shell cannot fork
+    freeze drill                       # practise on a chain of its own
+`
+
+func usageText() string {
+	r := strings.NewReplacer(
+		"DAEMONS", wrap(match.Daemons, 8),
+		"INTERPRETERS", wrap(match.Interpreters, 8))
+	return r.Replace(usage)
+}
+
+// wrap lists words, n a line, indented to sit under the heading.
+func wrap(words []string, n int) string {
+	var b strings.Builder
+	for i, w := range words {
+		if i > 0 {
+			if i%n == 0 {
+				b.WriteString(",\n        ")
+			} else {
+				b.WriteString(", ")
+			}
+		}
+		b.WriteString(w)
+	}
+	return b.String()
+}

@@ -1,0 +1,208 @@
+// Package freeze stops a chain from growing: it puts every matched process
+// into a set that cannot start new processes (a cgroup v2 group frozen
+// before anything is moved in, else a v1 freezer group, else SIGSTOP) and
+// repeats until a scan finds no live match outside that set.
+//
+// Every move goes through a proc.Handle opened after the scan and checked
+// against the start time, so a reused pid is never moved. The package
+// never kills: that is the rounds package's job, against the fixed set.
+package freeze
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"freeze/internal/match"
+	"freeze/internal/proc"
+)
+
+// Method is a way to freeze.
+type Method string
+
+const (
+	Auto    Method = "auto"
+	Cgroup2 Method = "cgroup2"
+	Cgroup1 Method = "cgroup1"
+	Sigstop Method = "sigstop"
+)
+
+// Methods in the order auto tries them.
+var Methods = []Method{Cgroup2, Cgroup1, Sigstop}
+
+// ErrNoCgroup means the method cannot be used on this machine or by this
+// user; auto then tries the next one.
+var ErrNoCgroup = errors.New("cgroup method not available")
+
+// ErrDeadline means the run's deadline passed before the set was fixed.
+var ErrDeadline = errors.New("deadline passed")
+
+// A Group is the frozen set.
+type Group interface {
+	Method() Method
+	// Where names the set: a cgroup directory, or "SIGSTOP".
+	Where() string
+	// Reused reports that the group was left by an earlier --hold run.
+	Reused() bool
+	// Snapshot returns a test for "already in the frozen set", valid for
+	// the scan it is applied to.
+	Snapshot() (func(match.Proc) bool, error)
+	// Move puts one pinned process into the set.
+	Move(h *proc.Handle) error
+	// WaitFrozen waits until every member is frozen, or deadline.
+	WaitFrozen(deadline time.Time) error
+	// Kill is the method's own kill of every member; rounds calls it.
+	Kill() error
+	// Populated reports whether any live process is in the set; false for
+	// sigstop, which has no container to ask.
+	Populated() (bool, error)
+	// Thaw lets the members run again (used to undo a --hold).
+	Thaw() error
+	// Remove deletes the group; it fails while members remain.
+	Remove() error
+	// Notes are facts worth a line in the timeline (pids.max set or not).
+	Notes() []string
+}
+
+// Open makes (or, after --hold, reuses) the group for name with method m.
+// With Auto it tries each method in turn and says why it took the one it
+// did and why it passed over the others.
+func Open(fs proc.FS, m Method, name string) (Group, string, error) {
+	if m != Auto {
+		g, err := open(fs, m, name)
+		if err != nil {
+			return nil, "", err
+		}
+		return g, "asked for with --method " + string(m), nil
+	}
+	var skipped string
+	for _, m := range Methods {
+		g, err := open(fs, m, name)
+		if err == nil {
+			why := "first method that works here"
+			if skipped != "" {
+				why += "; passed over " + skipped
+			}
+			return g, why, nil
+		}
+		skipped += fmt.Sprintf("%s (%v) ", m, err)
+	}
+	return nil, "", fmt.Errorf("no freeze method works here: %s", skipped)
+}
+
+func open(fs proc.FS, m Method, name string) (Group, error) {
+	switch m {
+	case Cgroup2:
+		return openCgroup2(fs, name)
+	case Cgroup1:
+		return openCgroup1(fs, name)
+	case Sigstop:
+		return newSigstop(fs), nil
+	}
+	return nil, fmt.Errorf("unknown method %q", m)
+}
+
+// Round is one pass towards the fixed point.
+type Round struct {
+	N       int
+	Matched int // live matches seen by the scan
+	Outside int // of which not yet in the set
+	Moved   int
+	Gone    int // exited between scan and move
+	Reused  int // pid reused by another process: left alone
+	Frozen  bool
+	Took    time.Duration
+}
+
+// frozenWait bounds each wait for the set to report frozen. A task in
+// uninterruptible sleep can hold FREEZING forever; the kill rounds reach
+// frozen and freezing tasks alike, so waiting longer gains nothing.
+const frozenWait = 5 * time.Second
+
+// Grow moves matches into g until a scan finds none outside it, calling
+// onRound after each pass. It returns the last scan.
+func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, onRound func(Round)) (match.Result, error) {
+	for n := 1; ; n++ {
+		t0 := time.Now()
+		res, err := s.Scan()
+		if err != nil {
+			return res, err
+		}
+		inside, err := g.Snapshot()
+		if err != nil {
+			return res, err
+		}
+		r := Round{N: n, Matched: res.Live()}
+		for _, p := range res.Procs {
+			if inside(p) {
+				continue
+			}
+			r.Outside++
+			h, err := fs.Open(p.ID)
+			switch {
+			case errors.Is(err, proc.ErrGone):
+				r.Gone++
+				continue
+			case errors.Is(err, proc.ErrReused):
+				r.Reused++
+				continue
+			case err != nil:
+				return res, err
+			}
+			err = g.Move(h)
+			h.Close()
+			if errors.Is(err, proc.ErrGone) {
+				r.Gone++
+				continue
+			}
+			if err != nil {
+				return res, fmt.Errorf("move pid %d into %s: %w", p.PID, g.Where(), err)
+			}
+			r.Moved++
+		}
+		wait := time.Now().Add(frozenWait)
+		if wait.After(deadline) {
+			wait = deadline
+		}
+		r.Frozen = g.WaitFrozen(wait) == nil
+		r.Took = time.Since(t0)
+		onRound(r)
+		if r.Outside == 0 {
+			return res, nil
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("%w: %d processes still outside %s after round %d", ErrDeadline, r.Outside-r.Moved, g.Where(), n)
+		}
+	}
+}
+
+// Support is whether a method can be used here, and why (not).
+type Support struct {
+	Method Method
+	OK     bool
+	Why    string
+}
+
+// Probe reports which methods would work here without creating anything.
+func Probe() []Support {
+	var out []Support
+	if mount, err := Cgroup2Mount(); err != nil {
+		out = append(out, Support{Cgroup2, false, err.Error()})
+	} else if !fileExists(mount + "/cgroup.procs") {
+		out = append(out, Support{Cgroup2, false, "no cgroup.procs at " + mount})
+	} else if !writable(mount + "/cgroup.procs") {
+		out = append(out, Support{Cgroup2, false, "cannot write " + mount + "/cgroup.procs (not root)"})
+	} else {
+		out = append(out, Support{Cgroup2, true, "cgroup v2 at " + mount})
+	}
+	switch {
+	case !fileExists(freezerRoot + "/cgroup.procs"):
+		out = append(out, Support{Cgroup1, false, "no v1 freezer hierarchy at " + freezerRoot})
+	case !writable(freezerRoot + "/cgroup.procs"):
+		out = append(out, Support{Cgroup1, false, "cannot write " + freezerRoot + " (not root)"})
+	default:
+		out = append(out, Support{Cgroup1, true, "v1 freezer at " + freezerRoot})
+	}
+	out = append(out, Support{Sigstop, true, "SIGSTOP by pidfd works for any process you may signal"})
+	return out
+}

@@ -1,0 +1,75 @@
+package freeze
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/match"
+	"freeze/internal/proc"
+)
+
+// sigstopGroup stops each match with SIGSTOP through its pidfd. It needs
+// no cgroup and works for a non-root user on their own processes. Unlike
+// a frozen cgroup it has no container: a process forked in the instant
+// before its parent stopped is found by the next scan, and anyone may send
+// SIGCONT, so it is the last choice.
+type sigstopGroup struct {
+	fs    proc.FS
+	moved []proc.ID
+}
+
+func newSigstop(fs proc.FS) *sigstopGroup { return &sigstopGroup{fs: fs} }
+
+func (g *sigstopGroup) Method() Method  { return Sigstop }
+func (g *sigstopGroup) Where() string   { return "SIGSTOP (no cgroup)" }
+func (g *sigstopGroup) Reused() bool    { return false }
+func (g *sigstopGroup) Notes() []string { return nil }
+
+// Snapshot counts a stopped process (state T) as in the set.
+func (g *sigstopGroup) Snapshot() (func(match.Proc) bool, error) {
+	return func(p match.Proc) bool { return p.State == 'T' }, nil
+}
+
+func (g *sigstopGroup) Move(h *proc.Handle) error {
+	if err := h.Signal(unix.SIGSTOP); err != nil {
+		return err
+	}
+	g.moved = append(g.moved, h.ID)
+	return nil
+}
+
+// WaitFrozen waits until every process stopped so far shows state T or
+// has gone.
+func (g *sigstopGroup) WaitFrozen(deadline time.Time) error {
+	return poll(deadline, func() (bool, error) {
+		for _, id := range g.moved {
+			st, err := g.fs.ReadStat(id.PID)
+			if err != nil || st.Start != id.Start || st.Zombie() {
+				continue
+			}
+			if st.State != 'T' {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// Kill is left to the rounds, which signal every match by pidfd.
+func (g *sigstopGroup) Kill() error { return nil }
+
+func (g *sigstopGroup) Populated() (bool, error) { return false, nil }
+
+// Thaw sends SIGCONT to the processes this run stopped.
+func (g *sigstopGroup) Thaw() error {
+	for _, id := range g.moved {
+		if h, err := g.fs.Open(id); err == nil {
+			h.Signal(unix.SIGCONT)
+			h.Close()
+		}
+	}
+	return nil
+}
+
+func (g *sigstopGroup) Remove() error { return nil }

@@ -1,0 +1,268 @@
+package incident
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/freeze"
+	"freeze/internal/match"
+	"freeze/internal/priority"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+func TestMain(m *testing.M) {
+	// As freeze does when root: an operator's freeze runs at the top
+	// priority against a chain that spins at its cap.
+	priority.Raise()
+	os.Exit(containtest.Main(m))
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the cgroup methods and the harness's pids caps write /sys/fs/cgroup")
+	}
+}
+
+func supported(t *testing.T, m freeze.Method) {
+	t.Helper()
+	for _, s := range freeze.Probe() {
+		if s.Method == m && !s.OK {
+			t.Skipf("%s is not available here: %s", m, s.Why)
+		}
+	}
+}
+
+func target(t *testing.T, path string) match.Target {
+	t.Helper()
+	tg, err := match.Resolve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+func config(t *testing.T, m freeze.Method, paths ...string) Config {
+	var spec match.Spec
+	for _, p := range paths {
+		spec.Targets = append(spec.Targets, target(t, p))
+	}
+	t.Cleanup(func() { removeLeftGroups(t, GroupName(spec)) })
+	return Config{FS: proc.Default, Spec: spec, Method: m, Rounds: 20, Timeout: 60 * time.Second, RoundWait: 3 * time.Second}
+}
+
+// removeLeftGroups removes a group that a failed run left behind. Its
+// members can only be the test's own chain: the group is named after the
+// chain's file, which lives in the test's temporary directory.
+func removeLeftGroups(t *testing.T, name string) {
+	var dirs []string
+	if mount, err := freeze.Cgroup2Mount(); err == nil {
+		dirs = append(dirs, filepath.Join(mount, name))
+	}
+	dirs = append(dirs, filepath.Join("/sys/fs/cgroup/freezer", name))
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+		os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
+		end := time.Now().Add(10 * time.Second)
+		for os.Remove(d) != nil && time.Now().Before(end) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("cgroup %s left behind and could not be removed", d)
+		}
+	}
+}
+
+// startDecoy starts an identical copy of the fixture beside the chain.
+func startDecoy(t *testing.T, dir string) *containtest.Chain {
+	d := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 20, HopCap: 1000000, Timeout: 120 * time.Second,
+		Interval: 100 * time.Millisecond, Name: "chain-2", Dir: dir})
+	if n := d.WaitPopulation(20, 20*time.Second); n != 20 {
+		t.Fatalf("decoy reached %d processes, want 20", n)
+	}
+	return d
+}
+
+// checkDecoy asserts the decoy was neither killed nor stopped.
+func checkDecoy(t *testing.T, d *containtest.Chain) {
+	t.Helper()
+	pids := d.Survivors()
+	if len(pids) != 20 {
+		t.Errorf("decoy has %d live processes, want its 20: freeze touched a copy at a neighbouring path", len(pids))
+	}
+	for _, pid := range pids {
+		if st, err := proc.Default.ReadStat(pid); err == nil && st.State == 'T' {
+			t.Errorf("decoy pid %d is stopped", pid)
+		}
+	}
+}
+
+func noGroupLeft(t *testing.T, spec match.Spec) {
+	t.Helper()
+	name := GroupName(spec)
+	if mount, err := freeze.Cgroup2Mount(); err == nil {
+		if _, err := os.Stat(filepath.Join(mount, name)); err == nil {
+			t.Errorf("cgroup %s left behind", filepath.Join(mount, name))
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/freezer", name)); err == nil {
+		t.Errorf("freezer group %s left behind", name)
+	}
+}
+
+func TestStopOrderReachesZero(t *testing.T) {
+	requireRoot(t)
+	shapes := []struct {
+		name string
+		spec containtest.Spec
+		want int // population to wait for before freeze starts
+	}{
+		{"tree", containtest.Spec{Shape: containtest.Tree, Cap: 1500, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond}, 1500},
+		{"tree-exec", containtest.Spec{Shape: containtest.Tree, Exec: true, Cap: 600, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond}, 600},
+		{"line", containtest.Spec{Shape: containtest.Line, Cap: 400, HopCap: 100000, Timeout: 120 * time.Second, Interval: time.Millisecond}, 400},
+		{"churn", containtest.Spec{Shape: containtest.Churn, Cap: 800, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond}, 700},
+	}
+	for _, m := range freeze.Methods {
+		for _, sh := range shapes {
+			t.Run(string(m)+"/"+sh.name, func(t *testing.T) {
+				supported(t, m)
+				c := containtest.Start(t, sh.spec)
+				decoy := startDecoy(t, c.Dir)
+				if n := c.WaitPopulation(sh.want, 30*time.Second); n < sh.want {
+					t.Fatalf("chain reached %d processes, want %d", n, sh.want)
+				}
+				cfg := config(t, m, c.Path)
+				t.Logf("chain at %d; decoy at %d", c.Population(), decoy.Population())
+				rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
+				out, err := Run(cfg, rec)
+				if err != nil {
+					t.Fatalf("run: %v (survivors %d)", err, len(out.Survivors))
+				}
+				if !out.Zero || out.Method != m {
+					t.Fatalf("outcome %+v", out)
+				}
+				if left := c.Survivors(); len(left) > 0 {
+					t.Fatalf("freeze reported zero but %d processes of the chain are alive: %v", len(left), left)
+				}
+				checkDecoy(t, decoy)
+				noGroupLeft(t, cfg.Spec)
+			})
+		}
+	}
+}
+
+func TestTimelineStepsInOrder(t *testing.T) {
+	requireRoot(t)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 60 * time.Second})
+	c.WaitPopulation(200, 20*time.Second)
+	path := filepath.Join(t.TempDir(), "timeline.jsonl")
+	rec, err := timeline.New(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(config(t, freeze.Auto, c.Path), rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	events, err := timeline.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := []string{"start", "match", "method", "freeze-round", "fixed", "kill-round", "zero"}
+	i := 0
+	var last time.Time
+	for _, e := range events {
+		if e.Time.Before(last) {
+			t.Fatalf("event %s at %v is before the one ahead of it", e.Step, e.Time)
+		}
+		last = e.Time
+		if i < len(order) && e.Step == order[i] {
+			i++
+		}
+	}
+	if i != len(order) {
+		var steps []string
+		for _, e := range events {
+			steps = append(steps, e.Step)
+		}
+		t.Fatalf("steps %v lack %q in the order %v", steps, order[i], order)
+	}
+}
+
+func TestHoldThenRunReusesOneGroup(t *testing.T) {
+	requireRoot(t)
+	supported(t, freeze.Cgroup2)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second})
+	c.WaitPopulation(300, 20*time.Second)
+	cfg := config(t, freeze.Cgroup2, c.Path)
+	cfg.Hold = true
+	rec, _ := timeline.New("", nil)
+	out, err := Run(cfg, rec)
+	if err != nil || !out.Held {
+		t.Fatalf("hold: %+v %v", out, err)
+	}
+	t.Cleanup(func() { os.Remove(out.Group) }) // only if the second run failed
+	if n := c.Population(); n != 300 {
+		t.Fatalf("a held chain should stay whole: population %d, want 300", n)
+	}
+	b, err := os.ReadFile(filepath.Join(out.Group, "cgroup.procs"))
+	if err != nil || len(b) == 0 {
+		t.Fatalf("held group %s is empty or gone: %v", out.Group, err)
+	}
+	cfg.Hold = false
+	rec2, _ := timeline.New("", nil)
+	out2, err := Run(cfg, rec2)
+	if err != nil || !out2.Zero {
+		t.Fatalf("second run: %+v %v", out2, err)
+	}
+	if out2.Group != out.Group {
+		t.Fatalf("second run used %s, the hold left %s: two groups", out2.Group, out.Group)
+	}
+	reused := false
+	for _, e := range rec2.Events() {
+		if e.Step == "reuse" {
+			reused = true
+		}
+	}
+	if !reused {
+		t.Fatal("the second run did not record reusing the held group")
+	}
+	if left := c.Survivors(); len(left) > 0 {
+		t.Fatalf("%d alive after the second run", len(left))
+	}
+	noGroupLeft(t, cfg.Spec)
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	requireRoot(t)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 60 * time.Second})
+	c.WaitPopulation(100, 20*time.Second)
+	cfg := config(t, freeze.Auto, c.Path)
+	cfg.DryRun = true
+	rec, _ := timeline.New("", nil)
+	out, err := Run(cfg, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Matched != 100 {
+		t.Fatalf("dry run matched %d, want 100", out.Matched)
+	}
+	if n := c.Population(); n != 100 {
+		t.Fatalf("population %d after a dry run, want 100", n)
+	}
+	for _, pid := range c.Survivors() {
+		if st, err := proc.Default.ReadStat(pid); err == nil && st.State == 'T' {
+			t.Fatalf("pid %d stopped by a dry run", pid)
+		}
+	}
+	noGroupLeft(t, cfg.Spec)
+}

@@ -1,0 +1,133 @@
+package match
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"freeze/internal/proc"
+)
+
+// A Target is one executable file, resolved to its device and inode.
+type Target struct {
+	Path     string // absolute, symlinks resolved
+	Given    string // as the operator wrote it
+	File     proc.File
+	Symlink  bool // Given was a symlink to Path
+	Mode     os.FileMode
+	Basename string
+}
+
+// Sentinels for bad targets: the CLI turns them into usage errors.
+var (
+	ErrRelative   = errors.New("not an absolute path")
+	ErrNotRegular = errors.New("not a regular file")
+)
+
+// Resolve checks path and returns its Target. The path must be absolute;
+// a symlink is followed (and Symlink set, so the caller can say so).
+func Resolve(path string) (Target, error) {
+	t := Target{Given: path}
+	if !filepath.IsAbs(path) {
+		return t, fmt.Errorf("%q: %w", path, ErrRelative)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return t, err
+	}
+	t.Path, t.Symlink = real, real != filepath.Clean(path)
+	st, err := os.Stat(real)
+	if err != nil {
+		return t, err
+	}
+	if !st.Mode().IsRegular() {
+		return t, fmt.Errorf("%s: %w (it is a %s)", real, ErrNotRegular, kind(st.Mode()))
+	}
+	t.Mode = st.Mode()
+	if t.File, err = proc.StatFile(real); err != nil {
+		return t, err
+	}
+	t.Basename = filepath.Base(real)
+	return t, nil
+}
+
+func kind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}
+
+// Daemons are executables freeze refuses without --force: stopping one
+// takes the machine's own services down with the chain.
+var Daemons = []string{
+	"init", "systemd", "systemd-journald", "systemd-logind", "systemd-udevd",
+	"systemd-networkd", "systemd-resolved", "udevd", "sshd", "dbus-daemon",
+	"dbus-broker", "cron", "crond", "rsyslogd", "syslog-ng", "containerd",
+	"containerd-shim", "dockerd", "kubelet", "NetworkManager", "polkitd",
+	"agetty", "login", "sudo", "su", "chronyd", "ntpd",
+}
+
+// Interpreters are executables that run many unrelated programs: freeze
+// refuses them without --arg, which narrows the match to one script.
+var Interpreters = []string{
+	"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox",
+	"python", "python2", "python3", "perl", "ruby", "node", "nodejs", "php",
+	"lua", "java", "env", "tclsh", "Rscript", "deno", "bun",
+}
+
+// A Refusal names the safety rule a target breaks and the way out.
+type Refusal struct {
+	Rule     string
+	Hint     string
+	Forcible bool // --force overrides it
+}
+
+func (r *Refusal) Error() string { return r.Rule }
+
+// Refuse checks t against the safety rules. hasArg is whether --arg
+// narrows the match; force is --force, which overrides every rule but
+// "PID 1" and "freeze itself".
+func Refuse(p proc.FS, t Target, hasArg, force bool) *Refusal {
+	if f, err := p.ExeFile(1); err == nil && f.Dev == t.File.Dev && f.Ino == t.File.Ino {
+		return &Refusal{Rule: t.Path + " is the executable of PID 1 (init): stopping it stops the machine", Hint: "no flag overrides this"}
+	}
+	if f, err := p.ExeFile(os.Getpid()); err == nil && f.Dev == t.File.Dev && f.Ino == t.File.Ino {
+		return &Refusal{Rule: t.Path + " is the running freeze binary itself", Hint: "no flag overrides this; to practise, run 'freeze drill'"}
+	}
+	if force {
+		return nil
+	}
+	base := strings.TrimSuffix(t.Basename, ".exe")
+	for _, d := range Daemons {
+		if base == d {
+			return &Refusal{Rule: t.Path + " is a system daemon (" + d + ")", Hint: "check that this is really the runaway chain, then add --force", Forcible: true}
+		}
+	}
+	if !hasArg && isInterpreter(base) {
+		return &Refusal{Rule: t.Path + " is a shell or interpreter: every script it runs would match", Hint: "add --arg with the script path (for example --arg /path/to/loop.py), or --force to stop every " + base, Forcible: true}
+	}
+	return nil
+}
+
+func isInterpreter(base string) bool {
+	for _, i := range Interpreters {
+		if base == i {
+			return true
+		}
+		// python3.11, perl5.36, ruby3.1 and the like
+		if strings.HasPrefix(base, i) && strings.Trim(base[len(i):], "0123456789.") == "" {
+			return true
+		}
+	}
+	return false
+}

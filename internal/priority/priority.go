@@ -1,0 +1,143 @@
+// Package priority lifts freeze above the chain it fights. A chain at its
+// pids cap keeps every member runnable (each retries fork), so a process
+// at ordinary priority gets one share among thousands. Measured here
+// against a tree of 1,500 processes spinning at its cap: a scan took 16 s
+// at nice 0 and 20 s at nice -20 (CFS still gives nice -20 only about
+// 88761/(88761+1500*1024), some 5%, of a core).
+//
+// So when root, freeze takes the lowest real-time priority, SCHED_RR 1,
+// which runs ahead of every ordinary task. It is bounded twice: the
+// kernel's RT throttling (sched_rt_runtime_us, 950 ms a second by
+// default) always leaves time to everything else, and RLIMIT_RTTIME
+// stops freeze from holding a CPU for more than rtSoftLimit without
+// sleeping: at that point freeze gets SIGXCPU and drops back to
+// SCHED_OTHER (setrlimit(2), sched(7)).
+//
+// It never changes anything but freeze's own threads.
+package priority
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// Nice is the nice value freeze takes when it may: the highest.
+	Nice = -20
+	// rtPriority is the lowest SCHED_RR priority: above every ordinary
+	// task, below every real-time service the machine has.
+	rtPriority = 1
+	// rtSoftLimit bounds the CPU time, in microseconds, a thread may use
+	// at real-time priority without blocking. A scan of 12,000 processes
+	// takes about 0.3 s and freeze sleeps between polls, so 2 s is only
+	// reached by a bug; the hard limit is the kernel's SIGKILL behind it.
+	rtSoftLimit = 2_000_000
+	rtHardLimit = 5_000_000
+)
+
+// Raise lifts every thread of this process: nice -20, SCHED_RR 1 bounded
+// by RLIMIT_RTTIME, and oom_score_adj -1000 so the OOM killer passes over
+// freeze. Threads created later inherit the scheduling of the thread that
+// creates them. It returns what it did, for the timeline, and an error
+// when it could do none of it (not root: freeze still works, slower).
+func Raise() ([]string, error) {
+	var did []string
+	var firstErr error
+	keep := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	tids := threads()
+	n := 0
+	for _, tid := range tids {
+		// setpriority(2) with PRIO_PROCESS acts on one thread on Linux.
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, Nice); err == nil {
+			n++
+		} else {
+			keep(err)
+		}
+	}
+	if n > 0 {
+		did = append(did, fmt.Sprintf("nice %d", Nice))
+	}
+	lim := unix.Rlimit{Cur: rtSoftLimit, Max: rtHardLimit}
+	if err := unix.Setrlimit(unix.RLIMIT_RTTIME, &lim); err == nil {
+		dropOnSIGXCPU()
+		rt := 0
+		for _, tid := range tids {
+			if err := setScheduler(tid, schedRR, rtPriority); err == nil {
+				rt++
+			} else {
+				keep(err)
+			}
+		}
+		if rt > 0 {
+			did = append(did, fmt.Sprintf("SCHED_RR %d (RLIMIT_RTTIME %d ms)", rtPriority, rtSoftLimit/1000))
+		}
+	} else {
+		keep(err)
+	}
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); err == nil {
+		did = append(did, "oom_score_adj -1000")
+	} else {
+		keep(err)
+	}
+	if len(did) == 0 {
+		return nil, fmt.Errorf("priority unchanged: %v", firstErr)
+	}
+	return did, firstErr
+}
+
+// Lower puts every thread back to SCHED_OTHER at nice 0.
+func Lower() {
+	for _, tid := range threads() {
+		setScheduler(tid, schedOther, 0)
+		unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
+	}
+}
+
+// dropOnSIGXCPU drops real-time priority when RLIMIT_RTTIME's soft limit
+// is reached, instead of dying of SIGXCPU's default action.
+func dropOnSIGXCPU() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, unix.SIGXCPU)
+	go func() {
+		<-ch
+		for _, tid := range threads() {
+			setScheduler(tid, schedOther, 0)
+		}
+	}()
+}
+
+func threads() []int {
+	ents, _ := os.ReadDir("/proc/self/task")
+	var tids []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids
+}
+
+// setScheduler is sched_setscheduler(2) for one thread.
+func setScheduler(tid, policy, prio int) error {
+	param := struct{ prio int32 }{int32(prio)}
+	_, _, e := unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, uintptr(tid), uintptr(policy), uintptr(unsafe.Pointer(&param)))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// Policies of sched(7).
+const (
+	schedOther = 0
+	schedRR    = 2
+)

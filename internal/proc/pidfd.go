@@ -1,0 +1,62 @@
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	// ErrGone means the process exited before it could be pinned.
+	ErrGone = errors.New("process is gone")
+	// ErrReused means the pid now belongs to another process: its start
+	// time differs from the one the scan saw.
+	ErrReused = errors.New("pid was reused by another process")
+)
+
+// A Handle pins one process through a pidfd.
+type Handle struct {
+	ID
+	fd int
+}
+
+// Open pins the process id names. It opens a pidfd first and then checks
+// the start time, so the pidfd refers to the scanned process or Open
+// fails: after this, signals through the handle cannot reach a stranger.
+func (p FS) Open(id ID) (*Handle, error) {
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil, fmt.Errorf("pid %d: %w", id.PID, ErrGone)
+		}
+		return nil, fmt.Errorf("pidfd_open %d: %w", id.PID, err)
+	}
+	st, err := p.ReadStat(id.PID)
+	if err != nil {
+		unix.Close(fd)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("pid %d: %w", id.PID, ErrGone)
+		}
+		return nil, err
+	}
+	if st.Start != id.Start {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pid %d started at %d, scanned at %d: %w", id.PID, st.Start, id.Start, ErrReused)
+	}
+	return &Handle{ID: id, fd: fd}, nil
+}
+
+// Signal sends sig through the pidfd (pidfd_send_signal(2)). A process
+// that has exited (or is a zombie) gives ErrGone.
+func (h *Handle) Signal(sig unix.Signal) error {
+	err := unix.PidfdSendSignal(h.fd, sig, nil, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %w", h.PID, ErrGone)
+	}
+	return err
+}
+
+// Close releases the pidfd.
+func (h *Handle) Close() error { return unix.Close(h.fd) }

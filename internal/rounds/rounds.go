@@ -1,0 +1,186 @@
+// Package rounds kills a chain that freeze has made a fixed set, round by
+// round, until two scans in a row find no live match and the group holds
+// no process: that is zero.
+//
+// Each round rescans inside the group and outside it, kills what is alive
+// (the group's own kill, then SIGKILL by pidfd for anything the group kill
+// does not reach) and waits a short, bounded time for the deaths. It never
+// touches a process the scan did not match, and signals only through
+// pidfds checked against the scanned start time.
+package rounds
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/freeze"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+)
+
+// Config bounds the rounds.
+type Config struct {
+	FS       proc.FS
+	Scanner  *match.Scanner
+	Group    freeze.Group
+	Rounds   int           // at most this many rounds
+	Deadline time.Time     // and no later than this
+	Wait     time.Duration // per round, for the deaths
+}
+
+// Round is what one round saw and did.
+type Round struct {
+	N        int
+	Live     int // live matches the scan found
+	Inside   int // of which in the frozen set
+	Signaled int // SIGKILLs sent by pidfd
+	GroupErr string
+	Took     time.Duration
+}
+
+// Survivor is a process still alive when the rounds ran out.
+type Survivor struct {
+	match.Proc
+	Wchan string // where it sleeps, for state D
+}
+
+// Outcome is how the rounds ended.
+type Outcome struct {
+	Zero      bool
+	Survivors []Survivor
+	Zombies   []match.Zombie
+}
+
+// ErrSurvivors means the rounds ran out with live matches left.
+var ErrSurvivors = errors.New("survivors remain")
+
+// Run kills in rounds until zero, calling onRound after each round.
+func Run(c Config, onRound func(Round)) (Outcome, error) {
+	var out Outcome
+	empty := 0
+	var last match.Result
+	for n := 1; n <= c.Rounds; n++ {
+		t0 := time.Now()
+		res, err := c.Scanner.Scan()
+		if err != nil {
+			return out, err
+		}
+		last = res
+		populated, _ := c.Group.Populated()
+		if res.Live() == 0 && !populated {
+			// Zero needs two scans in a row: a process between fork and
+			// its first scan is not seen by one.
+			empty++
+			if empty >= 2 {
+				out.Zero = true
+				out.Zombies = res.Zombies
+				return out, nil
+			}
+			continue
+		}
+		empty = 0
+		inside, err := c.Group.Snapshot()
+		if err != nil {
+			return out, err
+		}
+		r := Round{N: n, Live: res.Live()}
+		groupKilled := false
+		if populated {
+			if err := c.Group.Kill(); err != nil {
+				r.GroupErr = err.Error()
+			} else {
+				groupKilled = c.Group.Method() != freeze.Sigstop
+			}
+		}
+		var direct []proc.ID
+		for _, p := range res.Procs {
+			in := inside(p)
+			if in {
+				r.Inside++
+			}
+			if in && groupKilled {
+				continue
+			}
+			direct = append(direct, p.ID)
+			h, err := c.FS.Open(p.ID)
+			if err != nil {
+				continue // gone, or the pid now belongs to someone else
+			}
+			if h.Signal(unix.SIGKILL) == nil {
+				r.Signaled++
+			}
+			h.Close()
+		}
+		waitDeaths(c, direct, minTime(time.Now().Add(c.Wait), c.Deadline))
+		r.Took = time.Since(t0)
+		onRound(r)
+		if time.Now().After(c.Deadline) {
+			break
+		}
+	}
+	// Out of rounds or time: list who is left.
+	res, err := c.Scanner.Scan()
+	if err != nil {
+		res = last
+	}
+	for _, p := range res.Procs {
+		s := Survivor{Proc: p}
+		if p.State == 'D' {
+			s.Wchan = wchan(c.FS, p.PID)
+		}
+		out.Survivors = append(out.Survivors, s)
+	}
+	out.Zombies = res.Zombies
+	if len(out.Survivors) == 0 {
+		// The last scan found none, but zero was never confirmed twice.
+		return out, fmt.Errorf("%w: the last scan found none, but the group still reported members", ErrSurvivors)
+	}
+	return out, fmt.Errorf("%w: %d", ErrSurvivors, len(out.Survivors))
+}
+
+// waitDeaths waits until the group is empty and every process signalled
+// by pidfd is gone or a zombie, or until deadline.
+func waitDeaths(c Config, direct []proc.ID, deadline time.Time) {
+	next := 0 // direct[:next] are known dead
+	for {
+		populated, err := c.Group.Populated()
+		if err == nil && !populated {
+			for next < len(direct) && dead(c.FS, direct[next]) {
+				next++
+			}
+			if next == len(direct) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func dead(fs proc.FS, id proc.ID) bool {
+	st, err := fs.ReadStat(id.PID)
+	return err != nil || st.Start != id.Start || st.Zombie()
+}
+
+func wchan(fs proc.FS, pid int) string {
+	b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/wchan")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

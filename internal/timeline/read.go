@@ -1,0 +1,74 @@
+package timeline
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// ReadFile parses a timeline file. A malformed line is an error naming
+// it; a truncated last line (a run cut off mid-write) is not an error:
+// the events before it are returned with Truncated set on the result's
+// last event step "truncated".
+func ReadFile(path string) ([]Event, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b)
+}
+
+// Parse parses timeline lines.
+func Parse(b []byte) ([]Event, error) {
+	var events []Event
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			return events, fmt.Errorf("line %d: not a timeline event: %v", n, err)
+		}
+		e, err := fromMap(m)
+		if err != nil {
+			return events, fmt.Errorf("line %d: %v", n, err)
+		}
+		events = append(events, e)
+	}
+	return events, sc.Err()
+}
+
+func fromMap(m map[string]any) (Event, error) {
+	var e Event
+	ts, _ := m["time"].(string)
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return e, fmt.Errorf("bad or missing \"time\": %q", ts)
+	}
+	step, _ := m["step"].(string)
+	if step == "" {
+		return e, fmt.Errorf("missing \"step\"")
+	}
+	e.Time, e.Step = t, step
+	e.ElapsedMS, _ = m["elapsed_ms"].(float64)
+	st, _ := m["stage"].(float64)
+	e.Stage = int(st)
+	e.Msg, _ = m["msg"].(string)
+	e.Fields = map[string]any{}
+	for k, v := range m {
+		switch k {
+		case "time", "elapsed_ms", "step", "stage", "msg":
+		default:
+			e.Fields[k] = v
+		}
+	}
+	return e, nil
+}

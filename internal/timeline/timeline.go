@@ -1,0 +1,172 @@
+// Package timeline records the steps of a run as events, one JSON object a
+// line, with wall-clock and monotonic times, so the record can be attached
+// to a postmortem as it was written during the incident.
+//
+// Recording must never hold up containment: events go through a bounded
+// buffer to a writer goroutine, and when the file cannot keep up or cannot
+// be written at all (disk full, read-only), events are counted as dropped
+// from the file, kept in memory, and the run goes on.
+package timeline
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Event is one step. Fields holds the counts and decisions of the step.
+type Event struct {
+	Time      time.Time      `json:"time"`
+	ElapsedMS float64        `json:"elapsed_ms"`
+	Step      string         `json:"step"`
+	Stage     int            `json:"stage,omitempty"` // runbook step 1..4, 0 outside the stop order
+	Msg       string         `json:"msg,omitempty"`
+	Fields    map[string]any `json:"-"`
+}
+
+// MarshalJSON flattens Fields into the object beside the fixed keys.
+func (e Event) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(e.Fields)+5)
+	for k, v := range e.Fields {
+		m[k] = v
+	}
+	m["time"] = e.Time.Format(time.RFC3339Nano)
+	m["elapsed_ms"] = e.ElapsedMS
+	m["step"] = e.Step
+	if e.Stage != 0 {
+		m["stage"] = e.Stage
+	}
+	if e.Msg != "" {
+		m["msg"] = e.Msg
+	}
+	return json.Marshal(m)
+}
+
+// F is shorthand for an event's fields.
+type F map[string]any
+
+// fileBuffer is how many events may wait for the file: a run records a few
+// hundred at most, so only a stalled file fills it.
+const fileBuffer = 4096
+
+// closeWait bounds how long Close waits for the file to take the last
+// events: the run's outcome must not wait on a hung disk.
+const closeWait = 2 * time.Second
+
+// Recorder records events.
+type Recorder struct {
+	start   time.Time
+	path    string
+	onEvent func(Event)
+
+	mu      sync.Mutex
+	events  []Event
+	dropped int
+	werr    error
+
+	ch   chan []byte
+	done chan struct{}
+}
+
+// New starts a recorder. With a non-empty path it writes there, creating
+// the directory; when the file cannot be opened it returns the recorder
+// (in memory only) together with the error, so the caller can warn and go
+// on. onEvent, if set, sees every event as it happens.
+func New(path string, onEvent func(Event)) (*Recorder, error) {
+	r := &Recorder{start: time.Now(), path: path, onEvent: onEvent}
+	if path == "" {
+		return r, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		r.path = ""
+		return r, fmt.Errorf("timeline %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		r.path = ""
+		return r, fmt.Errorf("timeline %s: %w", path, err)
+	}
+	r.ch = make(chan []byte, fileBuffer)
+	r.done = make(chan struct{})
+	go r.write(f)
+	return r, nil
+}
+
+func (r *Recorder) write(f *os.File) {
+	defer close(r.done)
+	w := bufio.NewWriter(f)
+	for b := range r.ch {
+		w.Write(b)
+		// Flush each event: a run cut short (power, SIGKILL) keeps what
+		// it recorded up to then.
+		if err := w.Flush(); err != nil {
+			r.mu.Lock()
+			if r.werr == nil {
+				r.werr = err
+			}
+			r.dropped++
+			r.mu.Unlock()
+			w.Reset(f)
+		}
+	}
+	f.Close()
+}
+
+// Path is where the timeline is written, or "" when it is in memory only.
+func (r *Recorder) Path() string { return r.path }
+
+// Record adds an event.
+func (r *Recorder) Record(stage int, step, msg string, fields F) Event {
+	now := time.Now()
+	e := Event{Time: now, ElapsedMS: float64(now.Sub(r.start).Microseconds()) / 1000, Step: step, Stage: stage, Msg: msg, Fields: fields}
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	if r.ch != nil {
+		b, err := json.Marshal(e)
+		if err == nil {
+			select {
+			case r.ch <- append(b, '\n'):
+			default:
+				r.mu.Lock()
+				r.dropped++
+				r.mu.Unlock()
+			}
+		}
+	}
+	if r.onEvent != nil {
+		r.onEvent(e)
+	}
+	return e
+}
+
+// Events returns a copy of what was recorded.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Close flushes the file, waiting at most closeWait, and reports events
+// that did not reach it.
+func (r *Recorder) Close() error {
+	if r.ch == nil {
+		return nil
+	}
+	close(r.ch)
+	select {
+	case <-r.done:
+	case <-time.After(closeWait):
+		return fmt.Errorf("timeline %s: still writing after %v; the file may be incomplete", r.path, closeWait)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dropped > 0 {
+		return fmt.Errorf("timeline %s: %d events not written: %v", r.path, r.dropped, r.werr)
+	}
+	return nil
+}
