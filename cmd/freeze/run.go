@@ -16,6 +16,7 @@ import (
 	"freeze/internal/freeze"
 	"freeze/internal/incident"
 	"freeze/internal/match"
+	"freeze/internal/priority"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
@@ -127,6 +128,13 @@ func runStop(o out, args []string) int {
 		return exitUsage
 	}
 
+	// Against a chain spinning at its cap an ordinary process gets one
+	// share among thousands: take the CPU first (see internal/priority).
+	raised, err := priority.Raise()
+	if err != nil && len(raised) == 0 && os.Geteuid() == 0 {
+		o.warnf("%v", err)
+	}
+
 	path := f.timeline
 	if path == "" && !f.dryRun {
 		path = filepath.Join(timelineDir, incident.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
@@ -141,7 +149,7 @@ func runStop(o out, args []string) int {
 	res, runErr := incident.Run(incident.Config{
 		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
-		Command: append([]string{"freeze"}, args...),
+		Command: append([]string{"freeze"}, args...), Priority: raised,
 	}, rec)
 	if err := rec.Close(); err != nil {
 		o.warnf("%v", err)
@@ -154,7 +162,7 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 	var spec match.Spec
 	if len(f.paths) == 0 && len(f.under) == 0 {
 		o.errorf("no target: name the runaway executable")
-		o.hintf("freeze --path /abs/path/to/binary (see 'freeze census' is not built yet; 'ps -eo pid,ppid,stat,comm' shows what runs)")
+		o.hintf("freeze --path /abs/path/to/binary; to see which executable has the most copies: ps -eo comm= | sort | uniq -c | sort -rn | head")
 		return spec, exitUsage
 	}
 	for _, p := range f.paths {

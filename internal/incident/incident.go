@@ -40,6 +40,7 @@ type Config struct {
 	Timeout   time.Duration
 	RoundWait time.Duration
 	Command   []string
+	Priority  []string // what the caller did to its own priority, for the record
 }
 
 // Outcome is how the run ended.
@@ -93,7 +94,7 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		"command": c.Command, "pid": os.Getpid(), "uid": os.Getuid(), "targets": targets,
 		"under": c.Spec.Under, "args": c.Spec.Args, "descendants": !c.Spec.NoDescendants,
 		"method_asked": string(c.Method), "hold": c.Hold, "dry_run": c.DryRun,
-		"rounds_max": c.Rounds, "timeout_s": c.Timeout.Seconds(),
+		"rounds_max": c.Rounds, "timeout_s": c.Timeout.Seconds(), "priority": c.Priority,
 	})
 
 	scanner := match.NewScanner(c.FS, c.Spec)

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"freeze": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestScripts runs testdata/*.txtar: the CLI's words and exit codes, one
+// feature a file. None of them starts a chain.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata",
+		Setup: func(e *testscript.Env) error {
+			pid1, _ := os.Readlink("/proc/1/exe")
+			self, _ := os.Executable()
+			e.Setenv("PID1EXE", pid1)
+			e.Setenv("SELF", self)
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
+			case "pid1exe":
+				// Some sandboxes deny even root the exe link of PID 1.
+				_, err := os.Readlink("/proc/1/exe")
+				return err == nil, nil
+			}
+			return false, errors.New("unknown condition " + cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// exits N CMD ARGS...: run CMD and require exit code N.
+			"exits": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) < 2 {
+					ts.Fatalf("usage: exits CODE COMMAND [ARGS...]")
+				}
+				want, err := strconv.Atoi(args[0])
+				ts.Check(err)
+				path, err := exec.LookPath(args[1])
+				if p := ts.Getenv("PATH"); p != "" {
+					os.Setenv("PATH", p)
+					path, err = exec.LookPath(args[1])
+				}
+				ts.Check(err)
+				cmd := exec.Command(path, args[2:]...)
+				cmd.Dir = ts.Getenv("WORK")
+				cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
+				cmd.Env = os.Environ()
+				err = cmd.Run()
+				got := 0
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					got = ee.ExitCode()
+				} else {
+					ts.Check(err)
+				}
+				if (got == want) == neg {
+					ts.Fatalf("exit code %d, want %d", got, want)
+				}
+			},
+		},
+	})
+}

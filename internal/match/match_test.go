@@ -1,0 +1,193 @@
+package match
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/proc"
+)
+
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+func write(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("#!/bin/false\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "tool"), 0o755)
+	os.Symlink(filepath.Join(dir, "tool"), filepath.Join(dir, "link"))
+	tests := []struct {
+		path string
+		want error
+	}{
+		{"tool", ErrRelative},
+		{filepath.Join(dir, "missing"), fs.ErrNotExist},
+		{dir, ErrNotRegular},
+	}
+	for _, tt := range tests {
+		if _, err := Resolve(tt.path); !errors.Is(err, tt.want) {
+			t.Errorf("Resolve(%q) = %v, want %v", tt.path, err, tt.want)
+		}
+	}
+	tg, err := Resolve(filepath.Join(dir, "link"))
+	if err != nil || !tg.Symlink || tg.Path != filepath.Join(dir, "tool") {
+		t.Fatalf("Resolve(link) = %+v, %v", tg, err)
+	}
+}
+
+func TestRefuse(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"sshd", "python3.11", "bash", "tool", "pythonic"} {
+		write(t, filepath.Join(dir, n), 0o755)
+	}
+	self, _ := os.Executable()
+	tests := []struct {
+		name          string
+		path          string
+		hasArg, force bool
+		refused       bool
+		forcible      bool
+	}{
+		{"daemon", "sshd", false, false, true, true},
+		{"daemon forced", "sshd", false, true, false, false},
+		{"interpreter", "python3.11", false, false, true, true},
+		{"interpreter with --arg", "python3.11", true, false, false, false},
+		{"shell forced", "bash", false, true, false, false},
+		{"ordinary", "tool", false, false, false, false},
+		{"not an interpreter though it starts like one", "pythonic", false, false, false, false},
+		{"freeze itself, even forced", self, false, true, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.path
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			tg, err := Resolve(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Refuse(proc.Default, tg, tt.hasArg, tt.force)
+			if (r != nil) != tt.refused {
+				t.Fatalf("refusal %v, want refused=%v", r, tt.refused)
+			}
+			if r != nil && (r.Forcible != tt.forcible || r.Hint == "") {
+				t.Fatalf("refusal %+v: forcible want %v, and a hint", r, tt.forcible)
+			}
+		})
+	}
+}
+
+func pids(res Result) map[int]Reason {
+	m := map[int]Reason{}
+	for _, p := range res.Procs {
+		m[p.PID] = p.Reason
+	}
+	return m
+}
+
+// A copy of the same bytes at a neighbouring path is another target.
+func TestScanMatchesTheFileNotTheBytes(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 10, HopCap: 1000, Timeout: 60 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 7, HopCap: 1000, Timeout: 60 * time.Second, Name: "chain-2", Dir: c.Dir})
+	c.WaitPopulation(10, 10*time.Second)
+	decoy.WaitPopulation(7, 10*time.Second)
+	tg, err := Resolve(c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := NewScanner(proc.Default, Spec{Targets: []Target{tg}}).Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pids(res)
+	if len(got) != 10 || res.Counts[ByPath] != 10 {
+		t.Fatalf("matched %d (%v), want the chain's 10", len(got), res.Counts)
+	}
+	for _, pid := range decoy.Survivors() {
+		if _, ok := got[pid]; ok {
+			t.Fatalf("decoy pid %d matched", pid)
+		}
+	}
+	// --under the test cache takes both.
+	res, _ = NewScanner(proc.Default, Spec{Under: []string{c.Dir}}).Scan()
+	if res.Counts[ByUnder] != 17 {
+		t.Fatalf("--under matched %v, want 17", res.Counts)
+	}
+}
+
+// A binary replaced during a rebuild still matches by its old path.
+func TestScanMatchesReplacedBinary(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 5, HopCap: 1000, Timeout: 60 * time.Second})
+	c.WaitPopulation(5, 10*time.Second)
+	// Rebuild: a new file renamed over the old path.
+	data, _ := os.ReadFile(c.Path)
+	if err := os.WriteFile(c.Path+".new", data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(c.Path+".new", c.Path); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := Resolve(c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := NewScanner(proc.Default, Spec{Targets: []Target{tg}}).Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counts[ByDeleted] != 5 || res.Counts[ByPath] != 0 {
+		t.Fatalf("counts %v, want 5 matched as replaced", res.Counts)
+	}
+}
+
+// Descendants that run another binary belong to the chain, unless
+// --no-descendants; --arg narrows by argv.
+func TestScanDescendantsAndArgs(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Line, Cap: 12, HopCap: 1000, Timeout: 60 * time.Second, Interval: time.Millisecond})
+	c.WaitPopulation(12, 10*time.Second)
+	// Make the leader's path another file: the leader keeps matching as
+	// replaced... instead target the leader only, through --arg "-g",
+	// which only the leader has in its argv.
+	tg, err := Resolve(c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := NewScanner(proc.Default, Spec{Targets: []Target{tg}, Args: []string{"-g"}}).Scan()
+	if res.Counts[ByPath] != 1 || res.Counts[ByDescendant] != 11 {
+		t.Fatalf("with --arg -g: %v, want the leader by path and 11 descendants", res.Counts)
+	}
+	res, _ = NewScanner(proc.Default, Spec{Targets: []Target{tg}, Args: []string{"-g"}, NoDescendants: true}).Scan()
+	if res.Live() != 1 {
+		t.Fatalf("--no-descendants matched %d, want the leader alone", res.Live())
+	}
+	res, _ = NewScanner(proc.Default, Spec{Targets: []Target{tg}, Args: []string{"no-such-arg"}}).Scan()
+	if res.Live() != 0 {
+		t.Fatalf("an --arg nobody has matched %d", res.Live())
+	}
+}
+
+// The scanning process and its ancestors are never in the set, even when
+// they run the target.
+func TestScanExcludesSelf(t *testing.T) {
+	self, _ := os.Executable()
+	tg, err := Resolve(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := NewScanner(proc.Default, Spec{Targets: []Target{tg}}).Scan()
+	for _, p := range res.Procs {
+		if p.PID == os.Getpid() {
+			t.Fatal("the scanning process matched itself")
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package proc
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/containtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+func TestParseStat(t *testing.T) {
+	tail := " 1 2 3 4 5 4194560 7 8 9 10 11 12 13 14 15 16 17 18 987654 20 21\n"
+	tests := []struct {
+		name    string
+		in      string
+		want    Stat
+		wantErr bool
+	}{
+		{"plain", "42 (chain) S" + tail, Stat{PID: 42, Comm: "chain", State: 'S', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, Start: 987654}, false},
+		{"comm with spaces and parens", "7 (a) b (c) Z" + tail, Stat{PID: 7, Comm: "a) b (c", State: 'Z', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, Start: 987654}, false},
+		{"empty comm", "8 () R" + tail, Stat{PID: 8, Comm: "", State: 'R', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, Start: 987654}, false},
+		{"truncated", "9 (x) S 1 2 3", Stat{}, true},
+		{"no comm", "9 x S" + tail, Stat{}, true},
+		{"bad pid", "x9 (x) S" + tail, Stat{}, true},
+		{"bad start", "9 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 oops 20", Stat{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseStat([]byte(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v, wantErr %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKernelThreadFlag(t *testing.T) {
+	st, err := Default.ReadStat(2) // kthreadd
+	if err != nil {
+		t.Skipf("no pid 2 here: %v", err)
+	}
+	if st.Comm == "kthreadd" && !st.Kernel() {
+		t.Fatalf("kthreadd not seen as a kernel thread: flags %#x", st.Flags)
+	}
+	self, _ := Default.ReadStat(os.Getpid())
+	if self.Kernel() {
+		t.Fatal("the test process seen as a kernel thread")
+	}
+}
+
+// The pidfd recheck refuses a process whose start time is not the one the
+// scan saw: that is what a reused pid looks like.
+func TestOpenRefusesChangedStartTime(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 3, HopCap: 100, Timeout: 30 * time.Second})
+	st, err := Default.ReadStat(c.Leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Default.Open(ID{PID: c.Leader, Start: st.Start + 1}); !errors.Is(err, ErrReused) {
+		t.Fatalf("Open with another start time: %v, want ErrReused", err)
+	}
+	h, err := Default.Open(st.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Signal(unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if s, _ := Default.ReadStat(c.Leader); s.State == 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the signal through the handle did not reach the process")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.Kill()
+	if _, err := Default.Open(st.ID()); !errors.Is(err, ErrGone) && !errors.Is(err, ErrReused) {
+		t.Fatalf("Open after the kill: %v, want ErrGone", err)
+	}
+}
+
+func TestExeFileOfDeletedBinary(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 1, HopCap: 100, Timeout: 30 * time.Second})
+	time.Sleep(50 * time.Millisecond)
+	before, err := Default.ExeFile(c.Leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(c.Path, c.Path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(c.Path + ".old"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := Default.ExeFile(c.Leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Ino != before.Ino || after.Nlink != 0 {
+		t.Fatalf("deleted binary: before %+v after %+v, want the same inode with no links", before, after)
+	}
+	path, deleted, err := Default.ExePath(c.Leader)
+	if err != nil || !deleted || path != c.Path+".old" {
+		t.Fatalf("ExePath = %q, %v, %v; want %q, deleted", path, deleted, err, c.Path+".old")
+	}
+}
