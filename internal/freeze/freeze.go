@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"freeze/internal/match"
 	"freeze/internal/proc"
 )
@@ -133,6 +135,7 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, onRound fun
 			return res, err
 		}
 		r := Round{N: n, Matched: res.Live()}
+		var pinned []*proc.Handle
 		for _, p := range res.Procs {
 			if inside(p) {
 				continue
@@ -147,19 +150,43 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, onRound fun
 				r.Reused++
 				continue
 			case err != nil:
+				closeAll(pinned)
 				return res, err
 			}
-			err = g.Move(h)
-			h.Close()
+			pinned = append(pinned, h)
+			if g.Method() != Sigstop {
+				// Stop first: a signal is cheap, and a move waits for
+				// every fork in flight on the machine (the kernel's
+				// cgroup_threadgroup_rwsem), so moving a set that is
+				// still forking is slow. The group holds what SIGSTOP
+				// alone cannot: nobody can thaw it with SIGCONT, and
+				// children are born inside it.
+				h.Signal(unix.SIGSTOP)
+			}
+		}
+		for _, h := range pinned {
+			err := g.Move(h)
 			if errors.Is(err, proc.ErrGone) {
 				r.Gone++
 				continue
 			}
 			if err != nil {
-				return res, fmt.Errorf("move pid %d into %s: %w", p.PID, g.Where(), err)
+				closeAll(pinned)
+				return res, fmt.Errorf("move pid %d into %s: %w", h.PID, g.Where(), err)
 			}
 			r.Moved++
 		}
+		if g.Method() != Sigstop {
+			// Now inside the frozen group: clear the stop. A stopped task
+			// does not count as frozen (cgroup.events stays at frozen 0)
+			// until it wakes, and a task woken in a freezing group traps
+			// in the freezer before it can return to user space. Thawing
+			// the group (after --hold) is then all it takes to resume.
+			for _, h := range pinned {
+				h.Signal(unix.SIGCONT)
+			}
+		}
+		closeAll(pinned)
 		wait := time.Now().Add(frozenWait)
 		if wait.After(deadline) {
 			wait = deadline
@@ -173,6 +200,12 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, onRound fun
 		if time.Now().After(deadline) {
 			return res, fmt.Errorf("%w: %d processes still outside %s after round %d", ErrDeadline, r.Outside-r.Moved, g.Where(), n)
 		}
+	}
+}
+
+func closeAll(hs []*proc.Handle) {
+	for _, h := range hs {
+		h.Close()
 	}
 }
 

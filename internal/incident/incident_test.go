@@ -14,11 +14,15 @@ import (
 	"freeze/internal/timeline"
 )
 
-func TestMain(m *testing.M) {
-	// As freeze does when root: an operator's freeze runs at the top
-	// priority against a chain that spins at its cap.
-	priority.Raise()
-	os.Exit(containtest.Main(m))
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+// raise does what freeze does when root: the goroutine that runs the stop
+// order takes the top priority, so a chain spinning at its cap cannot
+// starve it. The goroutine's thread ends with the test.
+func raise(t *testing.T) {
+	if _, err := priority.Raise(); err != nil {
+		t.Logf("priority: %v", err)
+	}
 }
 
 func requireRoot(t *testing.T) {
@@ -140,6 +144,7 @@ func TestStopOrderReachesZero(t *testing.T) {
 				}
 				cfg := config(t, m, c.Path)
 				t.Logf("chain at %d; decoy at %d", c.Population(), decoy.Population())
+				raise(t)
 				rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
 				out, err := Run(cfg, rec)
 				if err != nil {
@@ -162,6 +167,7 @@ func TestTimelineStepsInOrder(t *testing.T) {
 	requireRoot(t)
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 60 * time.Second})
 	c.WaitPopulation(200, 20*time.Second)
+	raise(t)
 	path := filepath.Join(t.TempDir(), "timeline.jsonl")
 	rec, err := timeline.New(path, nil)
 	if err != nil {
@@ -203,6 +209,7 @@ func TestHoldThenRunReusesOneGroup(t *testing.T) {
 	supported(t, freeze.Cgroup2)
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second})
 	c.WaitPopulation(300, 20*time.Second)
+	raise(t)
 	cfg := config(t, freeze.Cgroup2, c.Path)
 	cfg.Hold = true
 	rec, _ := timeline.New("", nil)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"unsafe"
 
@@ -42,10 +43,14 @@ const (
 
 // Raise lifts every thread of this process: nice -20, SCHED_RR 1 bounded
 // by RLIMIT_RTTIME, and oom_score_adj -1000 so the OOM killer passes over
-// freeze. Threads created later inherit the scheduling of the thread that
-// creates them. It returns what it did, for the timeline, and an error
-// when it could do none of it (not root: freeze still works, slower).
+// freeze. It sets SCHED_RESET_ON_FORK so that no child (a drill's chain,
+// a test's fixture) inherits any of it; threads the Go runtime starts
+// later do not inherit it either, so Raise locks the calling goroutine to
+// its thread: call it from the goroutine that runs the stop order. It
+// returns what it did, for the timeline, and an error when it could do
+// none of it (not root: freeze still works, slower).
 func Raise() ([]string, error) {
+	runtime.LockOSThread()
 	var did []string
 	var firstErr error
 	keep := func(err error) {
@@ -71,7 +76,9 @@ func Raise() ([]string, error) {
 		dropOnSIGXCPU()
 		rt := 0
 		for _, tid := range tids {
-			if err := setScheduler(tid, schedRR, rtPriority); err == nil {
+			// SCHED_RESET_ON_FORK: children (a drill's chain, a test's
+			// fixture) start at ordinary priority, not freeze's.
+			if err := setScheduler(tid, schedRR|schedResetOnFork, rtPriority); err == nil {
 				rt++
 			} else {
 				keep(err)
@@ -140,4 +147,7 @@ func setScheduler(tid, policy, prio int) error {
 const (
 	schedOther = 0
 	schedRR    = 2
+	// schedResetOnFork makes children start as SCHED_OTHER at nice 0
+	// or above (sched(7)).
+	schedResetOnFork = 0x40000000
 )

@@ -41,6 +41,12 @@ func (p FS) Open(id ID) (*Handle, error) {
 		}
 		return nil, err
 	}
+	if st.Zombie() {
+		// It has exited; only its parent's wait is left. Nothing to
+		// signal or move.
+		unix.Close(fd)
+		return nil, fmt.Errorf("pid %d is a zombie: %w", id.PID, ErrGone)
+	}
 	if st.Start != id.Start {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pid %d started at %d, scanned at %d: %w", id.PID, st.Start, id.Start, ErrReused)

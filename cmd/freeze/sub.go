@@ -1,0 +1,194 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"freeze/internal/drill"
+	"freeze/internal/freeze"
+	"freeze/internal/priority"
+	"freeze/internal/timeline"
+	"freeze/runbooks"
+)
+
+const hiddenChain = drill.FixtureArg
+
+func runChainFixture(args []string) int { return drill.RunFixture(args) }
+
+func runRunbook(o out, args []string) int {
+	fl := pflag.NewFlagSet("freeze runbook", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	list := fl.BoolP("list", "l", false, "")
+	if err := fl.Parse(args); err != nil {
+		o.errorf("runbook: %v", err)
+		o.hintf("freeze runbook [NAME | --list]")
+		return exitUsage
+	}
+	if *list {
+		for _, r := range runbooks.List() {
+			fmt.Fprintf(o.stdout, "%-12s %s\n", r[0], r[1])
+		}
+		return exitZero
+	}
+	name := runbooks.Default
+	if fl.NArg() > 1 {
+		o.errorf("runbook: one name at a time")
+		return exitUsage
+	}
+	if fl.NArg() == 1 {
+		name = fl.Arg(0)
+	}
+	text, ok := runbooks.Get(name)
+	if !ok {
+		var names []string
+		for _, r := range runbooks.List() {
+			names = append(names, r[0])
+		}
+		o.errorf("no runbook called %q", name)
+		o.hintf("the runbooks are: %s", strings.Join(names, ", "))
+		return exitUsage
+	}
+	fmt.Fprint(o.stdout, text)
+	return exitZero
+}
+
+func runTimeline(o out, args []string) int {
+	fl := pflag.NewFlagSet("freeze timeline", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	format := fl.StringP("format", "f", "markdown", "")
+	if err := fl.Parse(args); err != nil {
+		o.errorf("timeline: %v", err)
+		o.hintf("freeze timeline FILE [--format markdown|text|json]")
+		return exitUsage
+	}
+	if fl.NArg() != 1 {
+		o.errorf("timeline: name one timeline file")
+		o.hintf("freeze timeline FILE [--format markdown|text|json]; freeze prints the path at the start and end of a run")
+		return exitUsage
+	}
+	switch *format {
+	case "markdown", "text", "json":
+	default:
+		o.errorf("timeline: unknown --format %q", *format)
+		o.hintf("use markdown, text or json")
+		return exitUsage
+	}
+	events, err := timeline.ReadFile(fl.Arg(0))
+	if err != nil && len(events) == 0 {
+		o.errorf("timeline %s: %v", fl.Arg(0), err)
+		return exitUsage
+	}
+	if err != nil {
+		o.warnf("timeline %s: %v; rendering the %d events before it", fl.Arg(0), err, len(events))
+	}
+	if err := timeline.Render(o.stdout, events, *format); err != nil {
+		o.errorf("timeline: %v", err)
+		return exitUsage
+	}
+	return exitZero
+}
+
+func runDrill(o out, args []string) int {
+	fl := pflag.NewFlagSet("freeze drill", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	size := fl.Int("size", 300, "")
+	shape := fl.String("shape", "tree", "")
+	method := fl.StringP("method", "m", "auto", "")
+	tpath := fl.StringP("timeline", "t", "", "")
+	timeout := fl.Duration("timeout", defaultTimeout, "")
+	help := fl.BoolP("help", "h", false, "")
+	if err := fl.Parse(args); err != nil {
+		o.errorf("drill: %v", err)
+		o.hintf("freeze drill [--size N] [--shape tree|line|churn] [--method M] [--timeline FILE]")
+		return exitUsage
+	}
+	if *help {
+		fmt.Fprint(o.stdout, drillUsage)
+		return exitZero
+	}
+	switch *shape {
+	case "tree", "line", "churn":
+	default:
+		o.errorf("drill: unknown --shape %q", *shape)
+		o.hintf("use tree (every process keeps forking), line (each hop hands off to the next) or churn (each starts two and exits)")
+		return exitUsage
+	}
+	if *size < 1 || *size > drill.MaxSize {
+		o.errorf("drill: --size %d: choose 1 to %d", *size, drill.MaxSize)
+		return exitUsage
+	}
+	m := freeze.Method(*method)
+	switch m {
+	case freeze.Auto, freeze.Cgroup2, freeze.Cgroup1, freeze.Sigstop:
+	default:
+		o.errorf("drill: unknown --method %q", *method)
+		o.hintf("use auto, cgroup2, cgroup1 or sigstop")
+		return exitUsage
+	}
+	if *tpath == "" {
+		*tpath = filepath.Join(timelineDir, "drill-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
+	}
+	raised, _ := priority.Raise()
+	rec, err := timeline.New(*tpath, o.progress)
+	if err != nil {
+		o.warnf("cannot write the timeline: %v; carrying on, the timeline stays in memory", err)
+	}
+	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
+	if rec.Path() != "" {
+		o.sayf("timeline: %s", rec.Path())
+	}
+	rep, err := drill.Run(drill.Config{Size: *size, Shape: *shape, Method: m, Timeout: *timeout, Rounds: defaultRounds, Priority: raised},
+		rec, func(s string) { rec.Record(0, "drill", s, nil) })
+	ok := err == nil && rep.StopErr == nil && rep.Outcome.Zero && len(rep.Leftovers) == 0
+	rec.Record(0, "drill-end", fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
+		timeline.F{"passed": ok, "reached": rep.Reached, "leftovers": rep.Leftovers})
+	if cerr := rec.Close(); cerr != nil {
+		o.warnf("%v", cerr)
+	}
+	if err != nil {
+		o.errorf("drill: %v", err)
+	}
+	if rep.StopErr != nil {
+		o.errorf("drill: the stop order did not reach zero: %v", rep.StopErr)
+	}
+	for _, l := range rep.Leftovers {
+		o.errorf("drill: left behind: %s", l)
+	}
+	if !ok {
+		o.hintf("read the timeline, and 'freeze runbook no-cgroup' if no cgroup could be used")
+		return exitSurvivors
+	}
+	o.sayf("drill passed: %d processes contained to zero in %v with --method %s; nothing left behind", rep.Reached, rep.Incident.Round(time.Millisecond), rep.Outcome.Method)
+	o.sayf("in an incident here: freeze --path /abs/path/of/the/runaway (this machine would use --method %s)", rep.WouldUse)
+	if rec.Path() != "" {
+		o.sayf("timeline: %s (render it with: freeze timeline %s)", rec.Path(), rec.Path())
+	}
+	return exitZero
+}
+
+const drillUsage = `Usage:
+    freeze drill [--size N] [--shape tree|line|churn] [options]
+
+A fire drill: freeze starts a disposable runaway chain of its own (a copy
+of itself in a temporary test cache, capped by a pids cgroup, or by
+RLIMIT_NPROC when not root), runs the real stop order against it by exact
+path, and checks that nothing is left. It also reports what this machine
+supports, and which method an incident here would use.
+
+Options:
+        --size N             processes in the chain (default 300, at most 2000)
+        --shape SHAPE        tree (default), line or churn
+    -m, --method METHOD      auto (default), cgroup2, cgroup1 or sigstop
+    -t, --timeline FILE      write the timeline here
+        --timeout DURATION   give the stop order up after DURATION (default 60s)
+
+Exit codes:
+    0   the chain was contained to zero and nothing was left behind
+    1   it was not, or something was left behind: see the errors
+    2   usage
+`

@@ -1,0 +1,421 @@
+// Package drill is freeze's fire drill: it starts a disposable, capped
+// runaway chain of its own (a copy of the freeze binary in a temporary
+// "test cache", in a pids-capped cgroup, or under RLIMIT_NPROC for a
+// non-root user), runs the real stop order against it by exact path, and
+// checks that nothing is left: no process, no cgroup, no temporary file.
+//
+// It must never touch a process it did not start: its cleanup kills only
+// members of its own capped cgroup and processes running its own copy.
+package drill
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/freeze"
+	"freeze/internal/incident"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// Limits of the drill, as literals: they bound the drill's own chain
+// whatever the stop order does.
+const (
+	MaxSize      = 2000             // a Go process per hop: ~2,000 is the most a drill should start
+	hopCap       = 100000           // the fixture's own hop cap
+	growDeadline = 60 * time.Second // to reach the chosen size
+	lifetime     = 5 * time.Minute  // every chain process exits by itself after this
+	cleanupWait  = 15 * time.Second
+	// threadsPerProcess: pids.max counts tasks, and each Go process of
+	// the fixture runs up to 5 threads (GOMAXPROCS=1); the cap is sized
+	// so the chain can pass --size processes and still hit a ceiling.
+	threadsPerProcess = 6
+)
+
+// Config is one drill.
+type Config struct {
+	Size     int
+	Shape    string // tree, line, churn
+	Method   freeze.Method
+	Timeout  time.Duration
+	Rounds   int
+	Priority []string
+}
+
+// Report is what the drill found.
+type Report struct {
+	Support     []string // what this machine supports
+	WouldUse    freeze.Method
+	Root        bool
+	Cap         string // how the chain was capped
+	Reached     int    // population when the stop order started
+	Outcome     incident.Outcome
+	Leftovers   []string
+	StopErr     error
+	Incident    time.Duration
+	FixturePath string
+}
+
+// Supports describes this machine for an incident, without changing it.
+func Supports() (lines []string, use freeze.Method) {
+	mode := map[cgroups.CGMode]string{cgroups.Unified: "unified (cgroup v2 only)", cgroups.Hybrid: "hybrid (v1 controllers, v2 at /sys/fs/cgroup/unified)", cgroups.Legacy: "v1 only", cgroups.Unavailable: "none mounted"}[cgroups.Mode()]
+	lines = append(lines, "cgroups: "+mode)
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	release := unix.ByteSliceToString(uts.Release[:])
+	var major, minor int
+	fmt.Sscanf(release, "%d.%d", &major, &minor)
+	lines = append(lines, fmt.Sprintf("kernel %s: cgroup.freeze %s, cgroup.kill %s", release,
+		ifElse(major > 5 || major == 5 && minor >= 2, "yes (5.2+)", "no (before 5.2)"),
+		ifElse(major > 5 || major == 5 && minor >= 14, "yes (5.14+)", "no (before 5.14): kills fall back to pidfd signals")))
+	for _, s := range freeze.Probe() {
+		lines = append(lines, fmt.Sprintf("method %s: %s (%s)", s.Method, yesNo(s.OK), s.Why))
+		if s.OK && use == "" {
+			use = s.Method
+		}
+	}
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	lines = append(lines, "pidfd: "+ifElse(err == nil, "yes", "no ("+fmt.Sprint(err)+"): signals fall back to racy pids"))
+	lines = append(lines, "root: "+yesNo(os.Geteuid() == 0))
+	return lines, use
+}
+
+// Run runs a drill. rec records the incident part; say prints a line.
+func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err error) {
+	rep.Root = os.Geteuid() == 0
+	rep.Support, rep.WouldUse = Supports()
+	for _, l := range rep.Support {
+		say("machine: " + l)
+	}
+	if c.Size < 1 || c.Size > MaxSize {
+		return rep, fmt.Errorf("--size %d: choose 1 to %d", c.Size, MaxSize)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return rep, err
+	}
+	tmp, err := os.MkdirTemp("", "freeze-drill-")
+	if err != nil {
+		return rep, err
+	}
+	cache := filepath.Join(tmp, "cache")
+	ch := &chain{dir: tmp, path: filepath.Join(cache, "runaway")}
+	rep.FixturePath = ch.path
+	stopReap := reapChildren()
+	defer func() {
+		rep.Leftovers = append(rep.Leftovers, ch.cleanup()...)
+		stopReap()
+		if len(rep.Leftovers) > 0 && err == nil {
+			err = errors.New("the drill left things behind")
+		}
+	}()
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return rep, err
+	}
+	if err := copyFile(self, ch.path); err != nil {
+		return rep, err
+	}
+
+	if err := ch.start(c.Shape, c.Size); err != nil {
+		return rep, err
+	}
+	rep.Cap = ch.capDesc
+	say(fmt.Sprintf("drill: started a %s chain from %s, capped by %s", c.Shape, ch.path, ch.capDesc))
+	rep.Reached = ch.waitPopulation(c.Size, growDeadline)
+	say(fmt.Sprintf("drill: the chain holds %d processes (size %d); starting the stop order by exact path", rep.Reached, c.Size))
+
+	tg, err := match.Resolve(ch.path)
+	if err != nil {
+		return rep, err
+	}
+	method := c.Method
+	if method == "" {
+		method = freeze.Auto
+	}
+	t0 := time.Now()
+	rep.Outcome, rep.StopErr = incident.Run(incident.Config{
+		FS: proc.Default, Spec: match.Spec{Targets: []match.Target{tg}}, Method: method,
+		Rounds: c.Rounds, Timeout: c.Timeout, RoundWait: 3 * time.Second,
+		Command: append([]string{"freeze", "--path", ch.path}, "(drill)"), Priority: c.Priority,
+	}, rec)
+	rep.Incident = time.Since(t0)
+	if left := ch.live(); len(left) > 0 {
+		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("%d chain processes alive after the stop order: %v", len(left), head(left, 10)))
+	}
+	if dir := groupDir(incident.GroupName(match.Spec{Targets: []match.Target{tg}})); dir != "" {
+		rep.Leftovers = append(rep.Leftovers, "freeze group left: "+dir)
+	}
+	return rep, nil
+}
+
+func groupDir(name string) string {
+	if m, err := freeze.Cgroup2Mount(); err == nil && fileExists(filepath.Join(m, name)) {
+		return filepath.Join(m, name)
+	}
+	if d := filepath.Join("/sys/fs/cgroup/freezer", name); fileExists(d) {
+		return d
+	}
+	return ""
+}
+
+// chain is the drill's runaway chain and its cap.
+type chain struct {
+	dir, path string
+	capDir    string // pids cgroup, when root
+	capDesc   string
+	leader    int
+}
+
+func (c *chain) start(shape string, size int) error {
+	cmd := exec.Command(c.path, FixtureArg, "--gate", "--shape", shape, "--hop-cap", strconv.Itoa(hopCap),
+		"--deadline", strconv.FormatInt(time.Now().Add(lifetime).Unix(), 10), "--interval", "100ms")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOGC=400")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	gate, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := c.makeCap(size); err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.leader = cmd.Process.Pid
+	cmd.Process.Release()
+	if c.capDir != "" {
+		err = os.WriteFile(filepath.Join(c.capDir, "cgroup.procs"), []byte(strconv.Itoa(c.leader)), 0)
+	} else {
+		n := userProcesses()
+		err = unix.Prlimit(c.leader, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n + size), Max: uint64(n + size)}, nil)
+	}
+	if err != nil {
+		unix.Kill(c.leader, unix.SIGKILL)
+		gate.Close()
+		return fmt.Errorf("cap the drill's chain: %w", err)
+	}
+	_, err = gate.Write([]byte{1})
+	gate.Close()
+	return err
+}
+
+// makeCap makes a pids cgroup for the chain under freeze's own pids
+// cgroup; a non-root user gets RLIMIT_NPROC instead (set on the leader).
+func (c *chain) makeCap(size int) error {
+	if os.Geteuid() != 0 {
+		c.capDesc = fmt.Sprintf("RLIMIT_NPROC (your processes + %d)", size)
+		return nil
+	}
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	var dir string
+	sc := bufio.NewScanner(bytes.NewReader(self))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), ":", 3)
+		if len(f) == 3 && strings.Contains(","+f[1]+",", ",pids,") {
+			dir = filepath.Join("/sys/fs/cgroup/pids", f[2])
+		}
+		if len(f) == 3 && f[0] == "0" && dir == "" {
+			if m, err := freeze.Cgroup2Mount(); err == nil {
+				ctl, _ := os.ReadFile(filepath.Join(m, f[2], "cgroup.subtree_control"))
+				if bytes.Contains(ctl, []byte("pids")) {
+					dir = filepath.Join(m, f[2])
+				}
+			}
+		}
+	}
+	if dir == "" {
+		return errors.New("no pids cgroup can be made here, and the drill never runs a chain uncapped")
+	}
+	c.capDir = filepath.Join(dir, filepath.Base(c.dir))
+	if err := os.Mkdir(c.capDir, 0o755); err != nil {
+		return fmt.Errorf("make the drill's pids cgroup: %w", err)
+	}
+	max := size * threadsPerProcess
+	if err := os.WriteFile(filepath.Join(c.capDir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
+		return err
+	}
+	c.capDesc = fmt.Sprintf("pids.max=%d (tasks: about %d threads for each of %d processes) in %s", max, threadsPerProcess, size, c.capDir)
+	return nil
+}
+
+func (c *chain) waitPopulation(n int, within time.Duration) int {
+	end := time.Now().Add(within)
+	for {
+		p := len(c.live())
+		if p >= n || time.Now().After(end) {
+			return p
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// live lists live processes running the drill's copy.
+func (c *chain) live() []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink("/proc/" + e.Name() + "/exe")
+		if err == nil && strings.TrimSuffix(exe, " (deleted)") == c.path {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// cleanup ends whatever of the chain is left (its own cgroup's members
+// and processes running its own copy), then removes the cgroup and the
+// temporary directory. It returns what it could not clean.
+func (c *chain) cleanup() []string {
+	var left []string
+	end := time.Now().Add(cleanupWait)
+	if c.capDir != "" {
+		os.WriteFile(filepath.Join(c.capDir, "pids.max"), []byte("0"), 0)
+	}
+	for {
+		pids := c.live()
+		if c.capDir != "" {
+			b, _ := os.ReadFile(filepath.Join(c.capDir, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				unix.Close(fd)
+			}
+		}
+		if time.Now().After(end) {
+			left = append(left, fmt.Sprintf("%d chain processes could not be killed: %v", len(pids), head(pids, 10)))
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.capDir != "" {
+		for unix.Rmdir(c.capDir) != nil {
+			if time.Now().After(end) {
+				left = append(left, "cgroup left: "+c.capDir)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		left = append(left, "temporary directory left: "+c.dir)
+	}
+	return left
+}
+
+// reapChildren makes the drill a child subreaper and reaps every child it
+// gets: the drill starts no other children, and PID 1 may not reap.
+func reapChildren() (stop func()) {
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			for {
+				var ws unix.WaitStatus
+				pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+				if err != nil || pid <= 0 {
+					break
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		// The last zombies: wait for them, with a bound.
+		end := time.Now().Add(2 * time.Second)
+		for time.Now().Before(end) {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if err != nil { // ECHILD: no child left
+				return
+			}
+			if pid == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func userProcesses() int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && e.IsDir() {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Getuid() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func head(p []int, n int) []int {
+	if len(p) > n {
+		return p[:n]
+	}
+	return p
+}
+
+func yesNo(b bool) string { return ifElse(b, "yes", "no") }
+
+func ifElse(b bool, y, n string) string {
+	if b {
+		return y
+	}
+	return n
+}

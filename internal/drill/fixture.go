@@ -1,0 +1,106 @@
+package drill
+
+import (
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+)
+
+// FixtureArg is the hidden first argument that makes the freeze binary
+// act as the drill's runaway chain. The drill runs a copy of the binary
+// from its own test cache, so the chain's exact path is unique to it.
+const FixtureArg = "__chain"
+
+// Fixture exit codes: distinct from freeze's own.
+const (
+	exitHopCap   = 42
+	exitExecFail = 43
+	exitGate     = 44
+)
+
+// RunFixture is one process of the drill's chain. Each hop execs this
+// binary again (a Go program cannot fork without exec), so the chain
+// hands off the way a test runner that re-runs itself does. It obeys a
+// hop cap and a deadline of its own, whatever the drill does.
+func RunFixture(args []string) int {
+	fl := pflag.NewFlagSet(FixtureArg, pflag.ContinueOnError)
+	shape := fl.String("shape", "tree", "")
+	hop := fl.Int("hop", 0, "")
+	hopCap := fl.Int("hop-cap", 1000, "")
+	deadline := fl.Int64("deadline", 0, "")
+	interval := fl.Duration("interval", 200*time.Millisecond, "")
+	gate := fl.Bool("gate", false, "")
+	if fl.Parse(args) != nil {
+		return 2
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return exitExecFail
+	}
+	if *gate {
+		var b [1]byte
+		if n, _ := os.Stdin.Read(b[:]); n != 1 {
+			return exitGate // the drill gave up: start nothing
+		}
+	}
+	if *deadline > 0 {
+		left := time.Until(time.Unix(*deadline, 0))
+		if left <= 0 {
+			return 0
+		}
+		time.AfterFunc(left, func() { os.Exit(0) })
+	}
+	start := func(next int) (*exec.Cmd, bool) {
+		if next >= *hopCap {
+			os.Stderr.WriteString("chain: hop cap " + strconv.Itoa(*hopCap) + " reached\n")
+			os.Exit(exitHopCap)
+		}
+		cmd := exec.Command(self, FixtureArg, "--shape", *shape, "--hop", strconv.Itoa(next),
+			"--hop-cap", strconv.Itoa(*hopCap), "--deadline", strconv.FormatInt(*deadline, 10),
+			"--interval", interval.String())
+		cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOGC=400")
+		cmd.Stderr = os.Stderr
+		// A refused fork (the cap) is retried after the interval, as a
+		// real runaway's would be.
+		return cmd, cmd.Start() == nil
+	}
+	switch *shape {
+	case "line":
+		for {
+			cmd, ok := start(*hop + 1)
+			if ok {
+				cmd.Wait()
+				if cmd.ProcessState != nil {
+					return cmd.ProcessState.ExitCode()
+				}
+				return exitExecFail
+			}
+			time.Sleep(*interval)
+		}
+	case "churn":
+		signal.Ignore(unix.SIGCHLD) // children reap themselves
+		for started := 0; started < 2; {
+			if cmd, ok := start(*hop + 1); ok {
+				cmd.Process.Release()
+				started++
+			} else {
+				time.Sleep(*interval)
+			}
+		}
+		time.Sleep(*interval)
+		return 0
+	default: // tree
+		signal.Ignore(unix.SIGCHLD)
+		for {
+			if cmd, ok := start(*hop + 1); ok {
+				cmd.Process.Release()
+			}
+			time.Sleep(*interval)
+		}
+	}
+}

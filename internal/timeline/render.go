@@ -1,0 +1,128 @@
+package timeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Render writes events in format ("markdown", "text" or "json") as a
+// section to paste into a postmortem. A timeline that does not end with a
+// final step (zero, survivors, hold, nothing matched, dry run) is said to
+// stop early, with its last step.
+func Render(w io.Writer, events []Event, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(events)
+	case "markdown", "text":
+	default:
+		return fmt.Errorf("unknown format %q: use markdown, text or json", format)
+	}
+	md := format == "markdown"
+	if len(events) == 0 {
+		return fmt.Errorf("the timeline has no events")
+	}
+	first, last := events[0], events[len(events)-1]
+	h := func(s string) {
+		if md {
+			fmt.Fprintf(w, "\n### %s\n\n", s)
+		} else {
+			fmt.Fprintf(w, "\n%s\n%s\n", s, strings.Repeat("-", len(s)))
+		}
+	}
+	if md {
+		fmt.Fprintf(w, "## freeze timeline, %s\n", first.Time.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "freeze timeline, %s\n", first.Time.UTC().Format(time.RFC3339))
+	}
+	if cmd, ok := first.Fields["command"].([]any); ok {
+		var parts []string
+		for _, p := range cmd {
+			parts = append(parts, fmt.Sprint(p))
+		}
+		if md {
+			fmt.Fprintf(w, "\nCommand: `%s`\n", strings.Join(parts, " "))
+		} else {
+			fmt.Fprintf(w, "\nCommand: %s\n", strings.Join(parts, " "))
+		}
+	}
+	h("Outcome")
+	fmt.Fprintln(w, outcome(events))
+	for _, e := range events {
+		if e.Step == "method" {
+			fmt.Fprintf(w, "\nMethod: %v at %v, because: %v\n", e.Fields["method"], e.Fields["group"], e.Fields["why"])
+		}
+	}
+	h("Steps")
+	if md {
+		fmt.Fprintln(w, "| wall time (UTC) | elapsed | step | what happened |")
+		fmt.Fprintln(w, "| --- | ---: | --- | --- |")
+	}
+	for _, e := range events {
+		ts := e.Time.UTC().Format("15:04:05.000")
+		el := fmt.Sprintf("%.1f ms", e.ElapsedMS)
+		if md {
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", ts, el, e.Step, strings.ReplaceAll(e.Msg, "|", "\\|"))
+		} else {
+			fmt.Fprintf(w, "%s  %10s  %-14s %s\n", ts, el, e.Step, e.Msg)
+		}
+	}
+	h("Counts per round")
+	for _, e := range events {
+		if e.Step != "freeze-round" && e.Step != "kill-round" {
+			continue
+		}
+		keys := make([]string, 0, len(e.Fields))
+		for k := range e.Fields {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, fmt.Sprintf("%s=%v", k, e.Fields[k]))
+		}
+		prefix := "- "
+		if !md {
+			prefix = "  "
+		}
+		fmt.Fprintf(w, "%s%s: %s\n", prefix, e.Step, strings.Join(kv, " "))
+	}
+	if !final(last.Step) {
+		fmt.Fprintf(w, "\nThis timeline stops early, after step %q at %s: the run was interrupted or is still going.\n", last.Step, last.Time.UTC().Format("15:04:05.000"))
+	}
+	return nil
+}
+
+func final(step string) bool {
+	switch step {
+	case "zero", "survivors", "hold", "nothing-matched", "dry-run", "method-failed", "drill-end":
+		return true
+	}
+	return false
+}
+
+func outcome(events []Event) string {
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		switch e.Step {
+		case "zero":
+			return fmt.Sprintf("Zero remain, confirmed %.1f ms after the start.", e.ElapsedMS)
+		case "survivors":
+			return "Survivors remained: " + e.Msg
+		case "hold":
+			return "Held frozen for inspection: " + e.Msg
+		case "nothing-matched":
+			return "Nothing matched."
+		case "dry-run":
+			return "Dry run: nothing was changed."
+		case "method-failed":
+			return "No freeze method could be used: " + e.Msg
+		}
+	}
+	return "Unknown: the timeline ends before an outcome."
+}
