@@ -8,10 +8,18 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"freeze/internal/containtest"
 )
 
+// harnessM runs the tests under the containment harness (subreaper and
+// reaping) while testscript dispatches its commands.
+type harnessM struct{ m *testing.M }
+
+func (h harnessM) Run() int { return containtest.Main(h.m) }
+
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(harnessM{m}, map[string]func(){
 		"freeze": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
 }

@@ -87,19 +87,41 @@ func (c *pidsCap) add(pid int) error {
 	return os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
 }
 
-// members lists the pids in the group (zombies have already left it).
+// members lists the pids in the group and in any group below it (a
+// command under test, such as freeze drill, makes its own groups there);
+// zombies have already left.
 func (c *pidsCap) members() ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
 	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
+	for _, d := range c.dirs() {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
 		}
 	}
+	if _, err := os.Stat(c.dir); err != nil {
+		return nil, err
+	}
 	return pids, nil
+}
+
+// dirs lists the group and the groups below it, deepest first.
+func (c *pidsCap) dirs() []string {
+	var out []string
+	filepath.WalkDir(c.dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
 }
 
 // forkFailures reads the "max" counter of pids.events: how many forks the
@@ -126,18 +148,22 @@ func (c *pidsCap) contains(pid int) bool {
 		return false
 	}
 	v1, v2 := ownCgroups(b)
+	g := v1["pids"]
 	if c.v2 {
-		return v2 == c.relative
+		g = v2
 	}
-	return v1["pids"] == c.relative
+	return g == c.relative || strings.HasPrefix(g, c.relative+"/")
 }
 
+// remove removes the group and any group below it.
 func (c *pidsCap) remove() error {
-	err := unix.Rmdir(c.dir)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
+	var first error
+	for _, d := range c.dirs() {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) && first == nil {
+			first = err
+		}
 	}
-	return err
+	return first
 }
 
 func isDir(p string) bool {

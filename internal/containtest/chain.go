@@ -26,6 +26,7 @@ const (
 	Churn  Shape = "churn"  // each process starts two children and exits
 	Bomb   Shape = "bomb"   // tree with no pause, spinning at the cap
 	Escape Shape = "escape" // leaves a grandchild in its own session
+	Run    Shape = "run"    // runs Spec.Command, capped like any chain
 )
 
 // killDeadline bounds how long a kill may take to empty a chain before the
@@ -43,6 +44,11 @@ type Spec struct {
 	Exec     bool          // children exec the binary again (tree, churn)
 	Name     string        // file name of the copy; default "chain"
 	Dir      string        // the test cache to copy into; default a new temp dir
+	// Command, with Shape Run: a program and its arguments. The program
+	// is copied into the test cache as Name and run from there, after the
+	// gate, inside the capped cgroup; Path is then the copy.
+	Command []string
+	Env     []string // added to the test process's environment
 }
 
 // A Chain is a running fixture under the harness's control.
@@ -83,8 +89,14 @@ func Start(t testing.TB, s Spec) *Chain {
 	if err != nil {
 		t.Skipf("containtest: %v", err)
 	}
+	if s.Shape == Run && len(s.Command) == 0 {
+		t.Fatal("containtest: Shape Run needs a Command")
+	}
 	if s.Name == "" {
 		s.Name = "chain"
+		if s.Shape == Run {
+			s.Name = filepath.Base(s.Command[0])
+		}
 	}
 	if s.Dir == "" {
 		s.Dir = filepath.Join(t.TempDir(), "cache")
@@ -93,10 +105,22 @@ func Start(t testing.TB, s Spec) *Chain {
 		t.Fatal(err)
 	}
 	c := &Chain{Path: filepath.Join(s.Dir, s.Name), Dir: s.Dir, t: t, exited: make(chan unix.WaitStatus, 1)}
-	if err := copyExecutable(src, c.Path); err != nil {
+	leader := c.Path
+	if s.Shape == Run {
+		// The fixture is the gate; it execs the copy of the program.
+		leader = filepath.Join(s.Dir, s.Name+".gate")
+		if err := copyExecutable(s.Command[0], c.Path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyExecutable(src, leader); err != nil {
 		t.Fatal(err)
 	}
-	registerComm(s.Name)
+	if s.Shape != Run {
+		// Not for a command: its name may be that of a program another
+		// test runs and waits for itself (freeze, say).
+		registerComm(s.Name)
+	}
 
 	var rlimit *unix.Rlimit
 	if os.Geteuid() == 0 {
@@ -123,6 +147,9 @@ func Start(t testing.TB, s Spec) *Chain {
 	if s.Exec {
 		args = append(args, "-x")
 	}
+	if s.Shape == Run {
+		args = append(append(args, "--", c.Path), s.Command[1:]...)
+	}
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +169,9 @@ func Start(t testing.TB, s Spec) *Chain {
 	}
 	defer errF.Close()
 
-	cmd := exec.Command(c.Path, args...)
+	cmd := exec.Command(leader, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = gateR, outF, errF
+	cmd.Env = append(os.Environ(), s.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The reaper, not cmd.Wait, collects the leader: register before it
 	// can exit. It cannot exit before the gate opens.

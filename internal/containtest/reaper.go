@@ -61,15 +61,17 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// reap waits for every zombie child that is a chain process. Children of
-// other kinds (a compiler, the freeze binary under test) belong to the
-// os/exec call that started them and are left to it.
+// reap waits for every zombie child that is a chain's leader or a chain
+// process (known by the fixture's name). Children of other kinds (a
+// compiler, the freeze binary run by a CLI test) belong to the os/exec
+// call that started them and are left to it.
 func reap() {
 	reaper.Lock()
 	defer reaper.Unlock()
 	for _, pid := range children() {
 		comm, state, ok := commState(pid)
-		if !ok || state != 'Z' || !reaper.comms[comm] {
+		_, leader := reaper.leaders[pid]
+		if !ok || state != 'Z' || !(leader || reaper.comms[comm]) {
 			continue
 		}
 		var ws unix.WaitStatus

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/timeline"
+)
+
+// buildFreeze builds the real binary: the drill copies itself, so a test
+// binary will not do.
+func buildFreeze(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "freeze")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freeze drill, run as an operator would, inside the harness's own capped
+// cgroup: the drill's chain nests its cgroup inside it, so the harness's
+// cap holds over the drill whatever the drill does.
+func TestDrillContainsItsChainAndLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the drill's chain is capped by a pids cgroup")
+	}
+	bin := buildFreeze(t)
+	tmp := filepath.Join(t.TempDir(), "drill-tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tl := filepath.Join(t.TempDir(), "drill.jsonl")
+	for _, shape := range []string{"tree", "line", "churn"} {
+		t.Run(shape, func(t *testing.T) {
+			c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Env: []string{"TMPDIR=" + tmp}, Cap: 2500, HopCap: 1, Timeout: 120 * time.Second,
+				Command: []string{bin, "drill", "--size", "100", "--shape", shape, "--timeline", tl}})
+			ws, ok := c.Exit(110 * time.Second)
+			if !ok {
+				t.Fatalf("the drill did not finish; stderr:\n%s", c.Stderr())
+			}
+			if ws.ExitStatus() != 0 || !strings.Contains(c.Stderr(), "drill passed") {
+				t.Fatalf("drill exit %d; stderr:\n%s", ws.ExitStatus(), c.Stderr())
+			}
+			if left := c.Survivors(); len(left) > 0 {
+				t.Fatalf("processes of the drill alive after it passed: %v", left)
+			}
+			ents, _ := os.ReadDir(tmp)
+			if len(ents) > 0 {
+				t.Fatalf("the drill left %s in its temporary directory", ents[0].Name())
+			}
+			events, err := timeline.ReadFile(tl)
+			if err != nil || len(events) == 0 || events[len(events)-1].Step != "drill-end" {
+				t.Fatalf("timeline: %d events, %v", len(events), err)
+			}
+			os.Remove(tl)
+		})
+	}
+}
