@@ -53,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runRunbook(o, args[1:])
 		case "timeline":
 			return runTimeline(o, args[1:])
+		case "restore":
+			return runRestore(o, args[1:])
 		case hiddenChain:
 			return runChainFixture(args[1:])
 		}
@@ -65,6 +67,8 @@ type stopFlags struct {
 	noDesc, hold       bool
 	dryRun, jsonOut    bool
 	force              bool
+	revoke             bool
+	disposable         []string
 	method             string
 	rounds             int
 	timeout            time.Duration
@@ -87,6 +91,8 @@ func runStop(o out, args []string) int {
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
 	fl.BoolVar(&f.jsonOut, "json", false, "")
 	fl.BoolVar(&f.force, "force", false, "")
+	fl.BoolVar(&f.revoke, "revoke-exec", false, "")
+	fl.StringArrayVar(&f.disposable, "disposable", nil, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("%v", err)
@@ -109,9 +115,27 @@ func runStop(o out, args []string) int {
 	method := freeze.Method(f.method)
 	switch method {
 	case freeze.Auto, freeze.Cgroup2, freeze.Cgroup1, freeze.Sigstop:
+	case freeze.None:
+		if !f.revoke {
+			o.errorf("--method none kills without freezing anything, which loses against a growing chain")
+			o.hintf("add --revoke-exec (for a chain that execs at every hop), or use --method sigstop where no cgroup can be used")
+			return exitUsage
+		}
 	default:
 		o.errorf("unknown --method %q", f.method)
-		o.hintf("use auto, cgroup2, cgroup1 or sigstop")
+		o.hintf("use auto, cgroup2, cgroup1, sigstop, or none with --revoke-exec")
+		return exitUsage
+	}
+	for _, d := range f.disposable {
+		if !filepath.IsAbs(d) {
+			o.errorf("--disposable %q is not absolute", d)
+			o.hintf("give the full path, for example --disposable %s", mustAbs(d))
+			return exitUsage
+		}
+	}
+	if len(f.disposable) > 0 && !f.revoke {
+		o.errorf("--disposable only says where --revoke-exec may act")
+		o.hintf("add --revoke-exec, or drop --disposable")
 		return exitUsage
 	}
 	if f.rounds < 1 {
@@ -150,6 +174,7 @@ func runStop(o out, args []string) int {
 		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
 		Command: append([]string{"freeze"}, args...), Priority: raised,
+		RevokeExec: f.revoke, Disposable: f.disposable, Force: f.force,
 	}, rec)
 	if err := rec.Close(); err != nil {
 		o.warnf("%v", err)
@@ -269,7 +294,14 @@ func report(o out, f stopFlags, spec match.Spec, rec *timeline.Recorder, res inc
 	if ev := rec.Events(); len(ev) > 0 {
 		s.Elapsed = ev[len(ev)-1].ElapsedMS
 	}
+	var guard *freeze.GuardError
 	switch {
+	case errors.As(runErr, &guard):
+		s.Outcome = "refused"
+		s.Error = runErr.Error()
+		code = exitRefused
+		o.errorf("refused --revoke-exec: %s %s", guard.Path, guard.Rule)
+		o.hintf("%s; nothing was changed", guard.Hint)
 	case res.Support != nil:
 		s.Outcome = "dry-run"
 		b, _ := json.Marshal(res.Support)
@@ -316,6 +348,24 @@ func report(o out, f stopFlags, spec match.Spec, rec *timeline.Recorder, res inc
 	default:
 		s.Outcome = "zero"
 		o.sayf("zero remain (%d matched)", res.Matched)
+	}
+	if res.Support != nil {
+		for _, r := range res.WouldRevoke {
+			o.sayf("dry run: would revoke exec on %s (mode %#o -> %#o)", r.Path, r.Mode, r.NewMode)
+		}
+		for _, err := range res.Refused {
+			o.sayf("dry run: the guard would refuse --revoke-exec: %v", err)
+		}
+	}
+	if len(res.Revoked) > 0 {
+		o.sayf("exec stays revoked on %d file(s): the binary is the bug, so nothing can start it again until it is fixed", len(res.Revoked))
+		if rec.Path() != "" {
+			o.sayf("to put the modes back: freeze restore --timeline %s", shellQuote(rec.Path()))
+		} else {
+			for _, r := range res.Revoked {
+				o.sayf("to put the mode back: chmod %o %s", r.Mode, shellQuote(r.Path))
+			}
+		}
 	}
 	for _, z := range res.Zombies {
 		s.Zombies = append(s.Zombies, zombieJSON{z.PID, z.PPID})

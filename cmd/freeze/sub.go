@@ -11,6 +11,7 @@ import (
 
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
+	"freeze/internal/incident"
 	"freeze/internal/priority"
 	"freeze/internal/timeline"
 	"freeze/runbooks"
@@ -192,3 +193,42 @@ Exit codes:
     1   it was not, or something was left behind: see the errors
     2   usage
 `
+
+func runRestore(o out, args []string) int {
+	fl := pflag.NewFlagSet("freeze restore", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	path := fl.StringP("timeline", "t", "", "")
+	if err := fl.Parse(args); err != nil || *path == "" || fl.NArg() > 0 {
+		if err != nil {
+			o.errorf("restore: %v", err)
+		} else {
+			o.errorf("restore: name the timeline of the run that revoked exec")
+		}
+		o.hintf("freeze restore --timeline FILE (the run printed the exact command)")
+		return exitUsage
+	}
+	events, err := timeline.ReadFile(*path)
+	if err != nil && len(events) == 0 {
+		o.errorf("restore: timeline %s: %v", *path, err)
+		return exitUsage
+	}
+	revs, err := incident.Revocations(events)
+	if err != nil {
+		o.errorf("restore: timeline %s: %v", *path, err)
+		return exitUsage
+	}
+	if len(revs) == 0 {
+		o.sayf("restore: the run in %s revoked nothing; nothing to restore", *path)
+		return exitZero
+	}
+	code := exitZero
+	for _, r := range revs {
+		if err := freeze.Restore(r); err != nil {
+			o.warnf("restore: left %s alone: %v", r.Path, err)
+			code = exitSurvivors
+			continue
+		}
+		o.sayf("restore: %s is back to mode %#o", r.Path, r.Mode)
+	}
+	return code
+}

@@ -12,6 +12,7 @@ const usage = `Usage:
     freeze drill [--size N] [--shape tree|line|churn]
     freeze runbook [NAME | --list]
     freeze timeline FILE [--format markdown|text|json]
+    freeze restore --timeline FILE
 
 freeze stops a runaway process chain in the order that works:
   1/4 match      every live process running PATH (the file itself: its
@@ -32,7 +33,18 @@ Options:
     -a, --arg STRING         only processes with an argv element equal to
                              STRING: needed for interpreters (repeatable)
         --no-descendants     leave out the descendants of matches
-    -m, --method METHOD      auto (default), cgroup2, cgroup1 or sigstop
+    -m, --method METHOD      auto (default), cgroup2, cgroup1 or sigstop;
+                             none (with --revoke-exec): kill rounds only
+        --revoke-exec        before freezing, remove the execute bits of
+                             each --path file (and of files under --under
+                             that matches run), so no new hop can start;
+                             only on a disposable copy: regular, not
+                             setuid, one link, under $TMPDIR, /tmp,
+                             /var/tmp, ~/.cache, $GOCACHE or --disposable,
+                             never under /usr /bin /sbin /lib* /etc /opt
+                             /boot. The bits stay off after the run:
+                             'freeze restore --timeline FILE' puts them back
+        --disposable DIR     another root for --revoke-exec (repeatable)
         --hold               stop after freezing: leave the chain frozen
                              for inspection, print how to finish or thaw
     -n, --dry-run            show what would match and which method would
@@ -43,7 +55,8 @@ Options:
                              /var/tmp/freeze/GROUP-TIME.jsonl)
         --json               print a summary as JSON on stdout
         --force              allow targets refused as daemons or bare
-                             interpreters (never PID 1 or freeze itself)
+                             interpreters (never PID 1 or freeze itself),
+                             and --revoke-exec on a file with other links
     -h, --help               this text
 
 Never touched: PID 1, freeze itself, its ancestors, kernel threads.
@@ -63,6 +76,8 @@ Examples:
     freeze --dry-run --path /tmp/TestX123/cache/tool
     freeze --hold --path /tmp/TestX123/cache/tool     # inspect, then rerun
     freeze --under /tmp/TestX123/cache
+    freeze --revoke-exec --path /tmp/TestX123/cache/tool
+    freeze restore --timeline /var/tmp/freeze/freeze-tool-1a2b3c4d-20261129T200000Z.jsonl
     freeze --path /usr/bin/python3 --arg /srv/jobs/loop.py
     exec freeze --path /tmp/x/tool    # when the shell cannot fork
     freeze drill                       # practise on a chain of its own

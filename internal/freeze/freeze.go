@@ -100,6 +100,8 @@ func open(fs proc.FS, m Method, name string) (Group, error) {
 		return openCgroup1(fs, name)
 	case Sigstop:
 		return newSigstop(fs), nil
+	case None:
+		return noneGroup{}, nil
 	}
 	return nil, fmt.Errorf("unknown method %q", m)
 }
@@ -239,3 +241,25 @@ func Probe() []Support {
 	out = append(out, Support{Sigstop, true, "SIGSTOP by pidfd works for any process you may signal"})
 	return out
 }
+
+// None is no freezer at all: with --revoke-exec, kill rounds straight
+// after the revocation (the order of the original incident).
+const None Method = "none"
+
+// noneGroup holds nothing: every match stays outside and the kill rounds
+// signal each one.
+type noneGroup struct{}
+
+func (noneGroup) Method() Method { return None }
+func (noneGroup) Where() string  { return "no freezer (--method none)" }
+func (noneGroup) Reused() bool   { return false }
+func (noneGroup) Snapshot() (func(match.Proc) bool, error) {
+	return func(match.Proc) bool { return false }, nil
+}
+func (noneGroup) Move(*proc.Handle) error    { return nil }
+func (noneGroup) WaitFrozen(time.Time) error { return nil }
+func (noneGroup) Kill() error                { return nil }
+func (noneGroup) Populated() (bool, error)   { return false, nil }
+func (noneGroup) Thaw() error                { return nil }
+func (noneGroup) Remove() error              { return nil }
+func (noneGroup) Notes() []string            { return nil }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,13 @@ type Config struct {
 	RoundWait time.Duration
 	Command   []string
 	Priority  []string // what the caller did to its own priority, for the record
+	// RevokeExec removes the execute bits of the target files (and of
+	// files under --under that matches run) before freezing, guarded by
+	// freeze.CheckRevoke against Disposable roots; Force allows files
+	// with other hard links.
+	RevokeExec bool
+	Disposable []string
+	Force      bool
 }
 
 // Outcome is how the run ended.
@@ -54,6 +62,9 @@ type Outcome struct {
 	Survivors      []rounds.Survivor
 	Zombies        []match.Zombie
 	Support        []freeze.Support // filled by a dry run
+	Revoked        []freeze.Revocation
+	WouldRevoke    []freeze.Revocation // a dry run's
+	Refused        []error             // guard refusals (a dry run reports them)
 }
 
 // GroupName names the group for a set of targets: the same targets give
@@ -110,6 +121,33 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 			"by_under": res.Counts[match.ByUnder], "descendants": res.Counts[match.ByDescendant],
 			"zombies": len(res.Zombies), "scanned": res.Scanned, "scan_ms": ms(time.Since(t0))})
 
+	if c.RevokeExec {
+		revs, refused := checkRevocations(c, res)
+		for _, err := range refused {
+			rec.Record(StageFreeze, "revoke-refused", err.Error(), timeline.F{"error": err.Error()})
+		}
+		out.Refused = refused
+		if c.DryRun {
+			out.WouldRevoke = revs
+			for _, r := range revs {
+				rec.Record(StageFreeze, "would-revoke", fmt.Sprintf("would revoke exec on %s (mode %#o -> %#o)", r.Path, r.Mode, r.NewMode), revFields(r))
+			}
+		} else {
+			if len(refused) > 0 {
+				return out, fmt.Errorf("revoke exec: %w", refused[0])
+			}
+			for _, r := range revs {
+				r, err := freeze.Revoke(r)
+				if err != nil {
+					rec.Record(StageFreeze, "revoke-failed", err.Error(), revFields(r))
+					continue
+				}
+				out.Revoked = append(out.Revoked, r)
+				rec.Record(StageFreeze, "revoke", fmt.Sprintf("revoked exec on %s (mode %#o -> %#o, inode %d, owner %d:%d): no new hop can start", r.Path, r.Mode, r.NewMode, r.Ino, r.UID, r.GID), revFields(r))
+			}
+		}
+	}
+
 	if c.DryRun {
 		out.Support = freeze.Probe()
 		for _, s := range out.Support {
@@ -141,16 +179,23 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		rec.Record(StageFreeze, "reuse", "reusing the group an earlier --hold run left: "+g.Where(), timeline.F{"group": g.Where()})
 	}
 
-	res, err = freeze.Grow(c.FS, scanner, g, deadline, func(r freeze.Round) {
-		rec.Record(StageFreeze, "freeze-round", fmt.Sprintf("round %d: %d matched, %d outside, %d moved in, %d gone, frozen=%v (%v)",
-			r.N, r.Matched, r.Outside, r.Moved, r.Gone, r.Frozen, r.Took.Round(time.Millisecond)),
-			timeline.F{"round": r.N, "matched": r.Matched, "outside": r.Outside, "moved": r.Moved, "gone": r.Gone,
-				"reused_pids": r.Reused, "frozen": r.Frozen, "took_ms": ms(r.Took)})
-	})
+	if g.Method() == freeze.None {
+		rec.Record(StageFreeze, "no-freezer", "no freezer (--method none): kill rounds straight after revoking exec, as in the original incident; this does not stop a chain that only forks", nil)
+		err = nil
+	} else {
+		res, err = freeze.Grow(c.FS, scanner, g, deadline, func(r freeze.Round) {
+			rec.Record(StageFreeze, "freeze-round", fmt.Sprintf("round %d: %d matched, %d outside, %d moved in, %d gone, frozen=%v (%v)",
+				r.N, r.Matched, r.Outside, r.Moved, r.Gone, r.Frozen, r.Took.Round(time.Millisecond)),
+				timeline.F{"round": r.N, "matched": r.Matched, "outside": r.Outside, "moved": r.Moved, "gone": r.Gone,
+					"reused_pids": r.Reused, "frozen": r.Frozen, "took_ms": ms(r.Took)})
+		})
+	}
 	if err != nil && !errors.Is(err, freeze.ErrDeadline) {
 		return out, err
 	}
-	if err == nil {
+	if g.Method() == freeze.None {
+		// nothing was frozen: no fixed set to report
+	} else if err == nil {
 		rec.Record(StageFreeze, "fixed", fmt.Sprintf("fixed set: %d processes, none outside %s", res.Live(), g.Where()), timeline.F{"set": res.Live()})
 	} else {
 		rec.Record(StageFreeze, "not-fixed", err.Error()+"; killing what is held anyway", nil)
@@ -219,4 +264,73 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// checkRevocations applies the guard to every file to revoke: the targets,
+// and the files under --under directories that matches run. It changes
+// nothing.
+func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error) {
+	var files []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			files = append(files, p)
+		}
+	}
+	for _, t := range c.Spec.Targets {
+		add(t.Path)
+	}
+	for _, p := range res.Procs {
+		if p.Reason == match.ByUnder {
+			add(p.Exe)
+		}
+	}
+	roots := freeze.DisposableRoots(c.Disposable)
+	var revs []freeze.Revocation
+	var refused []error
+	for _, f := range files {
+		r, err := freeze.CheckRevoke(f, roots, c.Force)
+		if err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		revs = append(revs, r)
+	}
+	return revs, refused
+}
+
+func revFields(r freeze.Revocation) timeline.F {
+	return timeline.F{"path": r.Path, "dev": r.Dev, "ino": r.Ino, "mode": fmt.Sprintf("%#o", r.Mode),
+		"new_mode": fmt.Sprintf("%#o", r.NewMode), "uid": r.UID, "gid": r.GID, "ctime_ns": strconv.FormatInt(r.Ctime, 10)}
+}
+
+// Revocations reads the revocations a run recorded in its timeline.
+func Revocations(events []timeline.Event) ([]freeze.Revocation, error) {
+	var out []freeze.Revocation
+	for i, e := range events {
+		if e.Step != "revoke" {
+			continue
+		}
+		var r freeze.Revocation
+		var ok1, ok2 bool
+		r.Path, _ = e.Fields["path"].(string)
+		dev, ok1 := e.Fields["dev"].(float64)
+		ino, ok2 := e.Fields["ino"].(float64)
+		mode, _ := e.Fields["mode"].(string)
+		newMode, _ := e.Fields["new_mode"].(string)
+		uid, _ := e.Fields["uid"].(float64)
+		gid, _ := e.Fields["gid"].(float64)
+		m, err1 := strconv.ParseUint(mode, 0, 32)
+		nm, err2 := strconv.ParseUint(newMode, 0, 32)
+		if r.Path == "" || !ok1 || !ok2 || err1 != nil || err2 != nil {
+			return out, fmt.Errorf("event %d (revoke): incomplete record", i+1)
+		}
+		r.Dev, r.Ino, r.Mode, r.NewMode, r.UID, r.GID = uint64(dev), uint64(ino), uint32(m), uint32(nm), int(uid), int(gid)
+		if ct, ok := e.Fields["ctime_ns"].(string); ok {
+			r.Ctime, _ = strconv.ParseInt(ct, 10, 64)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

@@ -49,6 +49,7 @@ type Proc struct {
 	PPID   int
 	State  byte
 	Reason Reason
+	Exe    string // the file it runs; empty for descendants
 }
 
 // Zombie is an exited process of the chain whose parent has not reaped it.
@@ -122,7 +123,7 @@ func (s *Scanner) Scan() (Result, error) {
 	}
 	defer dir.Close()
 	var nodes []node
-	matched := map[int]Reason{}
+	matched := map[int]hit{}
 	for {
 		names, err := dir.Readdirnames(1024)
 		for _, name := range names {
@@ -145,8 +146,8 @@ func (s *Scanner) Scan() (Result, error) {
 				continue
 			}
 			nodes = append(nodes, n)
-			if r := s.matchExe(pid); r != 0 && s.matchArgs(pid) {
-				matched[pid] = r
+			if r, exe := s.matchExe(pid); r != 0 && s.matchArgs(pid) {
+				matched[pid] = hit{r, exe}
 			}
 		}
 		if err != nil || len(names) == 0 {
@@ -179,7 +180,7 @@ func (s *Scanner) Scan() (Result, error) {
 				}
 				inSet[c] = true
 				if state[c] != 'Z' && state[c] != 'X' {
-					matched[c] = ByDescendant
+					matched[c] = hit{reason: ByDescendant}
 				}
 				queue = append(queue, c)
 			}
@@ -192,9 +193,9 @@ func (s *Scanner) Scan() (Result, error) {
 			}
 			continue
 		}
-		if r, ok := matched[n.pid]; ok {
-			res.Procs = append(res.Procs, Proc{ID: proc.ID{PID: n.pid, Start: n.start}, PPID: n.ppid, State: n.state, Reason: r})
-			res.Counts[r]++
+		if h, ok := matched[n.pid]; ok {
+			res.Procs = append(res.Procs, Proc{ID: proc.ID{PID: n.pid, Start: n.start}, PPID: n.ppid, State: n.state, Reason: h.reason, Exe: h.exe})
+			res.Counts[h.reason]++
 		}
 	}
 	sort.Slice(res.Procs, func(i, j int) bool { return res.Procs[i].PID < res.Procs[j].PID })
@@ -205,36 +206,44 @@ func (s *Scanner) Scan() (Result, error) {
 // almost every process: a different device and inode with a link count
 // above zero cannot be a target. Only deleted files and --under need the
 // link's text.
-func (s *Scanner) matchExe(pid int) Reason {
+func (s *Scanner) matchExe(pid int) (Reason, string) {
 	f, err := s.fs.ExeFile(pid)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	for _, t := range s.spec.Targets {
 		if f.Dev == t.File.Dev && f.Ino == t.File.Ino {
-			return ByPath
+			return ByPath, t.Path
 		}
 	}
 	if f.Nlink > 0 && len(s.spec.Under) == 0 {
-		return 0
+		return 0, ""
 	}
 	path, deleted, err := s.fs.ExePath(pid)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	if deleted {
 		for _, t := range s.spec.Targets {
 			if path == t.Path {
-				return ByDeleted
+				return ByDeleted, path
 			}
 		}
 	}
 	for _, d := range s.spec.Under {
 		if strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") {
-			return ByUnder
+			if deleted {
+				return ByUnder, "" // the file is gone: nothing to revoke
+			}
+			return ByUnder, path
 		}
 	}
-	return 0
+	return 0, ""
+}
+
+type hit struct {
+	reason Reason
+	exe    string
 }
 
 // matchArgs reads cmdline, only for a process that already passed the

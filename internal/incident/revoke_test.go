@@ -1,0 +1,88 @@
+package incident
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/freeze"
+	"freeze/internal/timeline"
+)
+
+// restoreMode puts the copy's mode back at the end, so no file with its
+// execute bits removed outlives the test.
+func restoreMode(t *testing.T, path string) {
+	t.Cleanup(func() { os.Chmod(path, 0o755) })
+}
+
+// A chain that execs at every hop stops growing once exec is revoked, and
+// --method none (kill rounds alone) then reaches zero: the original
+// incident's order.
+func TestRevokeExecStopsAnExecChain(t *testing.T) {
+	requireRoot(t)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Exec: true, Cap: 3000, HopCap: 1000000,
+		Timeout: 120 * time.Second, Interval: time.Second})
+	restoreMode(t, c.Path)
+	// A fork a second: each process doubles the chain every second, and a
+	// child that fails its execve is gone within a millisecond, so the
+	// count is not blurred by children in flight.
+	if n := c.WaitPopulation(60, 30*time.Second); n < 60 {
+		t.Fatalf("chain reached %d, want 60", n)
+	}
+	r, err := freeze.CheckRevoke(c.Path, freeze.DisposableRoots(nil), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := freeze.Revoke(r); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // hops already past execve finish
+	at := c.Population()
+	time.Sleep(2 * time.Second)
+	// Processes still fork, but every child dies at its execve: in two
+	// seconds the chain would have grown fourfold; it must not grow.
+	if n := c.Population(); n > at+at/10+5 {
+		st, _ := os.Stat(c.Path)
+		t.Fatalf("population grew from %d to %d in 2 s with exec revoked (mode %v); stderr %.300s", at, n, st.Mode(), c.Stderr())
+	}
+	raise(t)
+	cfg := config(t, freeze.None, c.Path)
+	cfg.RevokeExec = true // already revoked: the guard passes, the mode is recorded
+	os.Chmod(c.Path, 0o755)
+	rec, _ := timeline.New("", nil)
+	out, err := Run(cfg, rec)
+	if err != nil || !out.Zero {
+		t.Fatalf("--method none after revoking exec: %+v %v", out, err)
+	}
+	if len(out.Revoked) != 1 {
+		t.Fatalf("revoked %d files, want 1", len(out.Revoked))
+	}
+	if left := c.Survivors(); len(left) > 0 {
+		t.Fatalf("%d alive", len(left))
+	}
+	if st, _ := os.Stat(c.Path); st.Mode().Perm()&0o111 != 0 {
+		t.Fatalf("exec bits back on after the run: %v (they stay revoked by default)", st.Mode())
+	}
+}
+
+// Revoking exec alone does not stop a chain that only forks: it is an
+// addition to freezing, not a replacement.
+func TestRevokeExecDoesNotStopAForkOnlyChain(t *testing.T) {
+	requireRoot(t)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 400, HopCap: 1000000,
+		Timeout: 60 * time.Second, Interval: 300 * time.Millisecond})
+	restoreMode(t, c.Path)
+	c.WaitPopulation(8, 10*time.Second)
+	r, err := freeze.CheckRevoke(c.Path, freeze.DisposableRoots(nil), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := freeze.Revoke(r); err != nil {
+		t.Fatal(err)
+	}
+	at := c.Population()
+	if n := c.WaitPopulation(4*at, 10*time.Second); n < 4*at {
+		t.Fatalf("a fork-only chain went from %d to only %d with exec revoked; it should keep growing", at, n)
+	}
+}
