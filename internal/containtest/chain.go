@@ -49,6 +49,10 @@ type Spec struct {
 	// gate, inside the capped cgroup; Path is then the copy.
 	Command []string
 	Env     []string // added to the test process's environment
+	// V2Group also puts the leader, before the gate opens, into a cgroup
+	// v2 group of its own, so that group holds exactly the chain: a
+	// benchmark's floor is cgroup.kill of it. Skips where there is no v2.
+	V2Group bool
 }
 
 // A Chain is a running fixture under the harness's control.
@@ -70,7 +74,12 @@ type Chain struct {
 	// Control tests only: leave out one mechanism to prove the others.
 	noCgroup atomic.Bool // the cgroup sweep (and pids.max = 0)
 	noDir    atomic.Bool // the sweep of the test cache
+
+	v2dir string // with Spec.V2Group
 }
+
+// V2Dir is the chain's own cgroup v2 group (Spec.V2Group), or "".
+func (c *Chain) V2Dir() string { return c.v2dir }
 
 // Start copies the fixture into the test's cache, makes its capped cgroup,
 // and starts it there. It skips the test when no cap can be put in place.
@@ -191,6 +200,11 @@ func Start(t testing.TB, s Spec) *Chain {
 	} else {
 		err = unix.Prlimit(c.Leader, unix.RLIMIT_NPROC, rlimit, nil)
 	}
+	if err == nil && s.V2Group {
+		if c.v2dir, err = newV2Group(fmt.Sprintf("containtest-%d-%s-v2-%d", os.Getpid(), s.Name, seq.Add(1))); err == nil {
+			err = os.WriteFile(filepath.Join(c.v2dir, "cgroup.procs"), []byte(strconv.Itoa(c.Leader)), 0)
+		}
+	}
 	if err != nil {
 		c.Kill()
 		t.Fatalf("containtest: cap the chain: %v", err)
@@ -219,6 +233,32 @@ func (c *Chain) Population() int {
 		if _, st, ok := commState(pid); ok && st != 'Z' {
 			n++
 		}
+	}
+	return n
+}
+
+// Members counts the tasks listed in the chain's cgroup (zombies are not
+// listed): cheaper than Population, for polling under load.
+func (c *Chain) Members() int {
+	if c.cap == nil {
+		return len(c.sweepDir())
+	}
+	pids, _ := c.cap.members()
+	return len(pids)
+}
+
+// Peak is the most tasks the chain's cgroup has held (pids.peak), or -1.
+func (c *Chain) Peak() int {
+	if c.cap == nil {
+		return -1
+	}
+	b, err := os.ReadFile(filepath.Join(c.cap.dir, "pids.peak"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
 	}
 	return n
 }
@@ -322,6 +362,20 @@ func (c *Chain) Kill() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if c.v2dir != "" {
+		for {
+			err := unix.Rmdir(c.v2dir)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			// Members the other sweeps killed may take a moment to leave.
+			if time.Now().After(end) {
+				return fmt.Errorf("containtest: remove %s: %w", c.v2dir, err)
+			}
+			os.WriteFile(filepath.Join(c.v2dir, "cgroup.kill"), []byte("1"), 0)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	if c.cap != nil && !c.noCgroup.Load() {
 		for {
 			err := c.cap.remove()
@@ -385,6 +439,22 @@ func (c *Chain) killDir() int {
 		unix.Close(fd)
 	}
 	return left
+}
+
+// newV2Group makes a v2 group beside the test process's own.
+func newV2Group(name string) (string, error) {
+	mount := "/sys/fs/cgroup"
+	var st unix.Statfs_t
+	if unix.Statfs(mount, &st) != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		mount = "/sys/fs/cgroup/unified"
+		if unix.Statfs(mount, &st) != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+			return "", errors.New("no cgroup v2 hierarchy")
+		}
+	}
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	_, v2 := ownCgroups(self)
+	dir := filepath.Join(mount, v2, name)
+	return dir, os.Mkdir(dir, 0o755)
 }
 
 // thawV1 thaws the v1 freezer group pid sits in, if any: a task frozen by
