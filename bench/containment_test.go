@@ -28,6 +28,8 @@ var (
 	reps    = flag.Int("reps", 3, "repetitions of each pair")
 	only    = flag.String("only", "", "run only scenarios whose name contains this")
 	outJSON = flag.String("json", "results.json", "where to write every measurement")
+	onlyR   = flag.String("responders", "", "run only responders whose name contains this")
+	showLog = flag.Bool("show", false, "log what freeze printed")
 )
 
 // responderDeadline: each responder gets 30 s, as the issue sets.
@@ -87,6 +89,15 @@ func runCmd(name string, args ...string) int {
 	return 0
 }
 
+var freezeOutput []byte
+
+// runFreeze runs freeze and keeps what it printed, for -show.
+func runFreeze(bin string, args ...string) {
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	freezeOutput, _ = cmd.CombinedOutput()
+}
+
 func stopped(stop <-chan struct{}) bool {
 	select {
 	case <-stop:
@@ -112,14 +123,23 @@ func responders() []responder {
 			for _, p := range paths(cs) {
 				args = append(args, "--path", p)
 			}
-			runCmd(bin, args...)
+			runFreeze(bin, args...)
 		}},
 		{"freeze-sigstop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			args := []string{"--method", "sigstop", "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
 			for _, p := range paths(cs) {
 				args = append(args, "--path", p)
 			}
-			runCmd(bin, args...)
+			runFreeze(bin, args...)
+		}},
+		{"freeze-chrt", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			// What the runbook advises when the shell is starved: start
+			// freeze at real-time priority from the first instruction.
+			args := []string{"-r", "1", bin, "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
+			for _, p := range paths(cs) {
+				args = append(args, "--path", p)
+			}
+			runFreeze("chrt", args...)
 		}},
 		{"killall-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) { killLoop(stop, paths(cs)) }},
 		{"pkill-f-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
@@ -182,12 +202,19 @@ func TestContainment(t *testing.T) {
 			continue
 		}
 		for _, rs := range responders() {
+			if *onlyR != "" && !strings.Contains(rs.name, *onlyR) {
+				continue
+			}
 			for rep := 1; rep <= *reps; rep++ {
 				name := fmt.Sprintf("%s/%s/%d", sc.name, rs.name, rep)
 				t.Run(name, func(t *testing.T) {
 					priority.Raise() // this subtest's goroutine
 					r := measure(t, bin, sc, rs)
 					r.Rep = rep
+					if *showLog && freezeOutput != nil {
+						t.Logf("freeze printed:\n%s", freezeOutput)
+						freezeOutput = nil
+					}
 					t.Logf("%s: zero %.0f ms, survivors %d, decoy harmed %v, peak %d", name, r.ZeroMS, r.Survivors, r.DecoyHarmed, r.Peak)
 					results = append(results, r)
 				})
@@ -253,11 +280,25 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 			continue
 		}
 		zeros = 0
-		time.Sleep(5 * time.Millisecond)
+		// Poll gently: the benchmark runs at real-time priority too, and
+		// must not take the CPU from the responder it measures.
+		time.Sleep(20 * time.Millisecond)
 	}
 	if r.ZeroMS < 0 {
 		for _, c := range chains {
-			r.Survivors += len(c.Survivors())
+			left := c.Survivors()
+			r.Survivors += len(left)
+			if *showLog {
+				for i, pid := range left {
+					if i == 3 {
+						break
+					}
+					st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+					stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stack", pid))
+					exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+					t.Logf("survivor %d exe %q stat %.80s\nstack %s", pid, exe, st, stack)
+				}
+			}
 		}
 	}
 	close(stop)

@@ -6,7 +6,12 @@
 // what to do in an incident.
 package main
 
-import "os"
+import (
+	"os"
+
+	// Before any other package's init: see the package comment.
+	_ "freeze/internal/priority/early"
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

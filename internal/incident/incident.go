@@ -101,7 +101,11 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	for _, t := range c.Spec.Targets {
 		targets = append(targets, map[string]any{"path": t.Path, "dev": t.File.Dev, "ino": t.File.Ino, "mode": fmt.Sprintf("%#o", t.Mode.Perm())})
 	}
-	rec.Record(0, "start", "freeze run started", timeline.F{
+	startMsg := "freeze run started"
+	if len(c.Priority) > 0 {
+		startMsg += " at " + strings.Join(c.Priority, ", ")
+	}
+	rec.Record(0, "start", startMsg, timeline.F{
 		"command": c.Command, "pid": os.Getpid(), "uid": os.Getuid(), "targets": targets,
 		"under": c.Spec.Under, "args": c.Spec.Args, "descendants": !c.Spec.NoDescendants,
 		"method_asked": string(c.Method), "hold": c.Hold, "dry_run": c.DryRun,

@@ -21,9 +21,9 @@ func TestParseStat(t *testing.T) {
 		want    Stat
 		wantErr bool
 	}{
-		{"plain", "42 (chain) S" + tail, Stat{PID: 42, Comm: "chain", State: 'S', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, Start: 987654}, false},
-		{"comm with spaces and parens", "7 (a) b (c) Z" + tail, Stat{PID: 7, Comm: "a) b (c", State: 'Z', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, Start: 987654}, false},
-		{"empty comm", "8 () R" + tail, Stat{PID: 8, Comm: "", State: 'R', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, Start: 987654}, false},
+		{"plain", "42 (chain) S" + tail, Stat{PID: 42, Comm: "chain", State: 'S', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, UTime: 11, STime: 12, Start: 987654}, false},
+		{"comm with spaces and parens", "7 (a) b (c) Z" + tail, Stat{PID: 7, Comm: "a) b (c", State: 'Z', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, UTime: 11, STime: 12, Start: 987654}, false},
+		{"empty comm", "8 () R" + tail, Stat{PID: 8, Comm: "", State: 'R', PPID: 1, PGRP: 2, Session: 3, Flags: 4194560, UTime: 11, STime: 12, Start: 987654}, false},
 		{"truncated", "9 (x) S 1 2 3", Stat{}, true},
 		{"no comm", "9 x S" + tail, Stat{}, true},
 		{"bad pid", "x9 (x) S" + tail, Stat{}, true},

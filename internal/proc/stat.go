@@ -23,6 +23,8 @@ type Stat struct {
 	PGRP    int
 	Session int
 	Flags   uint64
+	UTime   uint64 // fields 14 and 15: CPU time in clock ticks
+	STime   uint64
 	Start   uint64 // field 22: clock ticks since boot
 }
 
@@ -89,6 +91,12 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	if s.Flags, err = strconv.ParseUint(string(fields[6]), 10, 64); err != nil {
 		return s, fmt.Errorf("stat of pid %d: flags: %w", pid, err)
+	}
+	if s.UTime, err = strconv.ParseUint(string(fields[11]), 10, 64); err != nil {
+		return s, fmt.Errorf("stat of pid %d: utime: %w", pid, err)
+	}
+	if s.STime, err = strconv.ParseUint(string(fields[12]), 10, 64); err != nil {
+		return s, fmt.Errorf("stat of pid %d: stime: %w", pid, err)
 	}
 	if s.Start, err = strconv.ParseUint(string(fields[19]), 10, 64); err != nil {
 		return s, fmt.Errorf("stat of pid %d: start time: %w", pid, err)

@@ -1,0 +1,274 @@
+package census
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/match"
+	"freeze/internal/proc"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat times; 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// Report is one census.
+type Report struct {
+	Verdict string     `json:"verdict"`
+	Load    [3]float64 `json:"load"`
+	Cores   int        `json:"cores"`
+	PidLine string     `json:"pid_space"`
+	MemLine string     `json:"memory"`
+	Sample  float64    `json:"sample_s"`
+	Total   int        `json:"processes"`
+	Rows    []Row      `json:"rows"`
+	Ports   []Port     `json:"ports"`
+	Command string     `json:"command,omitempty"` // for the top suspect
+	Notes   []string   `json:"notes,omitempty"`
+}
+
+type snap struct {
+	exe   string
+	ppid  int
+	pgrp  int
+	sess  int
+	cpu   uint64
+	start uint64
+}
+
+// take reads the exe link and stat of every process.
+func take(fs proc.FS) map[int]snap {
+	out := map[int]snap{}
+	d, err := os.Open(fs.Root)
+	if err != nil {
+		return out
+	}
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(1024)
+		for _, n := range names {
+			pid, err := strconv.Atoi(n)
+			if err != nil {
+				continue
+			}
+			st, err := fs.ReadStat(pid)
+			if err != nil || st.Kernel() || st.Zombie() {
+				continue
+			}
+			exe, deleted, err := fs.ExePath(pid)
+			if err != nil {
+				continue // another user's process, unreadable without root
+			}
+			if deleted {
+				exe += " (deleted)"
+			}
+			out[pid] = snap{exe, st.PPID, st.PGRP, st.Session, st.UTime + st.STime, st.Start}
+		}
+		if err != nil || len(names) == 0 {
+			return out
+		}
+	}
+}
+
+// Take samples the machine over sample and builds the report, keeping the
+// top rows.
+func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
+	r := &Report{Cores: runtime.NumCPU(), Sample: sample.Seconds()}
+	pfs, err := procfs.NewFS(fs.Root)
+	if err != nil {
+		return nil, err
+	}
+	if la, err := pfs.LoadAvg(); err == nil {
+		r.Load = [3]float64{la.Load1, la.Load5, la.Load15}
+	}
+	r.Verdict = VerdictLine(r.Load[0], r.Load[1], r.Load[2], r.Cores)
+
+	a := take(fs)
+	t0 := time.Now()
+	time.Sleep(sample)
+	b := take(fs)
+	elapsed := time.Since(t0).Seconds()
+	r.Total = len(b)
+	r.PidLine = pidLine(fs, len(b))
+	if mi, err := pfs.Meminfo(); err == nil && mi.MemTotal != nil && mi.MemAvailable != nil {
+		r.MemLine = memLine(*mi.MemTotal, *mi.MemAvailable)
+	}
+
+	uptime := uptimeTicks(fs)
+	rows := map[string]*Row{}
+	groups := map[string]map[int]bool{}
+	sessions := map[string]map[int]bool{}
+	get := func(exe string) *Row {
+		if rows[exe] == nil {
+			rows[exe] = &Row{Exe: exe}
+			groups[exe], sessions[exe] = map[int]bool{}, map[int]bool{}
+		}
+		return rows[exe]
+	}
+	for pid, s := range b {
+		row := get(s.exe)
+		row.Count++
+		if orphaned(pid, s, b) {
+			row.Orphaned++
+		}
+		if old, ok := a[pid]; ok && old.start == s.start {
+			row.CPUPercent += float64(s.cpu-old.cpu) / clockTicks / elapsed * 100
+		} else {
+			row.Appeared++
+		}
+		if age := float64(uptime-s.start) / clockTicks; age > row.OldestAgeS {
+			row.OldestAgeS = age
+		}
+		groups[s.exe][s.pgrp] = true
+		sessions[s.exe][s.sess] = true
+	}
+	for pid, s := range a {
+		if now, ok := b[pid]; !ok || now.start != s.start {
+			get(s.exe).Vanished++
+		}
+	}
+	var list []Row
+	for exe, row := range rows {
+		row.Groups, row.Sessions = len(groups[exe]), len(sessions[exe])
+		row.Suspect, row.Reasons = Suspect(*row, elapsed, testLike(exe))
+		list = append(list, *row)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Suspect != list[j].Suspect {
+			return list[i].Suspect
+		}
+		if list[i].Count != list[j].Count {
+			return list[i].Count > list[j].Count
+		}
+		return list[i].Exe < list[j].Exe
+	})
+	if len(list) > top {
+		list = list[:top]
+	}
+	for i := range list {
+		if list[i].Suspect {
+			list[i].Command = command(fs, list[i].Exe, b)
+		}
+	}
+	if len(list) > 0 && list[0].Suspect {
+		r.Command = list[0].Command
+	}
+	r.Rows = list
+	r.Ports, r.Notes = ports(fs.Root, b)
+	return r, nil
+}
+
+// orphaned: re-parented to PID 1, or to a subreaper, which shows as a
+// parent that runs another program while the process's group leader is
+// gone (the leader that started the group has exited).
+func orphaned(pid int, s snap, all map[int]snap) bool {
+	if s.ppid == 1 {
+		return true
+	}
+	parent, ok := all[s.ppid]
+	if !ok || parent.exe == s.exe {
+		return false
+	}
+	_, leader := all[s.pgrp]
+	return s.pgrp != pid && !leader
+}
+
+// testLike: an executable in a temporary or cache directory, where test
+// binaries and disposable tools live.
+func testLike(exe string) bool {
+	for _, p := range []string{"/tmp/", "/var/tmp/", "/.cache/", "/go-build"} {
+		if strings.Contains(exe, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// command is the freeze command for a suspect, with --arg for an
+// interpreter (its first argument, from one process's command line: read
+// for this row only).
+func command(fs proc.FS, exe string, procs map[int]snap) string {
+	path := strings.TrimSuffix(exe, " (deleted)")
+	cmd := "freeze --path " + quote(path)
+	base := filepath.Base(path)
+	for _, i := range match.Interpreters {
+		if base == i || strings.HasPrefix(base, i) && strings.Trim(base[len(i):], "0123456789.") == "" {
+			for pid, s := range procs {
+				if s.exe != exe {
+					continue
+				}
+				b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/cmdline")
+				if err != nil {
+					continue
+				}
+				args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
+				for _, a := range args[1:] {
+					if len(a) > 0 && a[0] != '-' {
+						return cmd + " --arg " + quote(string(a))
+					}
+				}
+			}
+			return cmd + " --arg SCRIPT"
+		}
+	}
+	return cmd
+}
+
+func quote(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r))
+	}) < 0 && s != "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func pidLine(fs proc.FS, procs int) string {
+	pidMax := readInt(fs.Root + "/sys/kernel/pid_max")
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NPROC, &lim)
+	line := fmt.Sprintf("pids: %d processes of pid_max %d (%.0f%%)", procs, pidMax, 100*float64(procs)/float64(max(pidMax, 1)))
+	if lim.Cur != unix.RLIM_INFINITY {
+		line += fmt.Sprintf("; your process limit (ulimit -u) is %d", lim.Cur)
+	}
+	if pidMax > 0 && float64(procs) > 0.8*float64(pidMax) {
+		line += " -- NEARLY FULL: new processes will fail to start"
+	}
+	return line
+}
+
+func memLine(totalKB, availKB uint64) string {
+	line := fmt.Sprintf("memory: %.1f GiB available of %.1f GiB", float64(availKB)/(1<<20), float64(totalKB)/(1<<20))
+	if availKB*10 < totalKB {
+		line += " -- LOW: the OOM killer is near"
+	}
+	return line
+}
+
+func readInt(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+func uptimeTicks(fs proc.FS) uint64 {
+	b, err := os.ReadFile(fs.Root + "/uptime")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return uint64(f * clockTicks)
+}

@@ -1,0 +1,122 @@
+package census
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Port is a socket held open for listening (TCP) or bound (UDP).
+type Port struct {
+	Proto string `json:"proto"`
+	Addr  string `json:"addr"`
+	Port  int    `json:"port"`
+	PID   int    `json:"pid,omitempty"`
+	Exe   string `json:"exe,omitempty"`
+	inode uint64
+}
+
+// ownerBudget bounds the search for socket owners: it reads every
+// process's fd directory, which is the one read here that grows with the
+// chain.
+const ownerBudget = 2 * time.Second
+
+// ports reads /proc/net/{tcp,tcp6,udp,udp6} and finds each socket's
+// owner through /proc/PID/fd, within ownerBudget.
+func ports(root string, procs map[int]snap) ([]Port, []string) {
+	var out []Port
+	for _, f := range []struct {
+		name, proto string
+		listen      string // the state that counts: 0A is TCP LISTEN, 07 UDP unconnected
+	}{{"tcp", "tcp", "0A"}, {"tcp6", "tcp6", "0A"}, {"udp", "udp", "07"}, {"udp6", "udp6", "07"}} {
+		b, err := os.ReadFile(root + "/net/" + f.name)
+		if err != nil {
+			continue
+		}
+		out = append(out, ParseNet(b, f.proto, f.listen)...)
+	}
+	byInode := map[uint64]int{}
+	for i, p := range out {
+		byInode[p.inode] = i
+	}
+	var notes []string
+	end := time.Now().Add(ownerBudget)
+	left := len(out)
+	for pid, s := range procs {
+		if left == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			notes = append(notes, fmt.Sprintf("socket owners: gave up after %v; %d sockets without an owner", ownerBudget, left))
+			break
+		}
+		dir := root + "/" + strconv.Itoa(pid) + "/fd"
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			l, err := os.Readlink(dir + "/" + e.Name())
+			if err != nil || !strings.HasPrefix(l, "socket:[") {
+				continue
+			}
+			ino, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]"), 10, 64)
+			if err != nil {
+				continue
+			}
+			if i, ok := byInode[ino]; ok && out[i].PID == 0 {
+				out[i].PID, out[i].Exe = pid, s.exe
+				left--
+			}
+		}
+	}
+	return out, notes
+}
+
+// ParseNet parses a /proc/net/tcp-style table and keeps the sockets in
+// state want (hex). Addresses are little-endian hex words.
+func ParseNet(b []byte, proto, want string) []Port {
+	var out []Port
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Scan() // header
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[3] != want {
+			continue
+		}
+		host, port, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		p, err := strconv.ParseUint(port, 16, 16)
+		if err != nil {
+			continue
+		}
+		ip, err := hexIP(host)
+		if err != nil {
+			continue
+		}
+		ino, _ := strconv.ParseUint(f[9], 10, 64)
+		out = append(out, Port{Proto: proto, Addr: ip.String(), Port: int(p), inode: ino})
+	}
+	return out
+}
+
+// hexIP decodes the kernel's address: 4-byte words in host (little-endian)
+// order.
+func hexIP(h string) (net.IP, error) {
+	raw, err := hex.DecodeString(h)
+	if err != nil || (len(raw) != 4 && len(raw) != 16) {
+		return nil, fmt.Errorf("bad address %q", h)
+	}
+	ip := make(net.IP, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		ip[i], ip[i+1], ip[i+2], ip[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	return ip, nil
+}

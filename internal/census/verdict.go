@@ -1,0 +1,102 @@
+// Package census finds what is holding a machine: the load against the
+// cores, the pid space, memory, the executables with the most processes
+// over a short sample, the suspects among them with the reasons a person
+// would give, and the ports held open. It is read-only.
+//
+// It must stay cheap while a chain is growing: for every process it reads
+// the exe link and /proc/PID/stat and nothing else; command lines are read
+// for the top rows only, and socket owners within a time budget.
+package census
+
+import "fmt"
+
+// Verdict words the load against the core count. The thresholds are on the
+// ratio, never the raw load: a load of 8 is idle for 64 cores and a fire
+// for 2.
+func Verdict(load1 float64, cores int) (word, advice string) {
+	if cores < 1 {
+		cores = 1
+	}
+	r := load1 / float64(cores)
+	switch {
+	case r < 0.7:
+		return "ok", "the CPU is not what is failing"
+	case r < 1.5:
+		return "busy", "work queues for the CPU; slow, not yet failing"
+	case r < 4:
+		return "overloaded", "expect timeouts and flaky tests; look for what holds the machine"
+	default:
+		return "OVERLOADED", "almost everything will fail or hang; find the chain below before debugging anything"
+	}
+}
+
+// VerdictLine is the census's first line.
+func VerdictLine(load1, load5, load15 float64, cores int) string {
+	word, advice := Verdict(load1, cores)
+	return fmt.Sprintf("load %.2f %.2f %.2f / %d cores -- %s -- %s", load1, load5, load15, cores, word, advice)
+}
+
+// Row is one executable's processes over the sample.
+type Row struct {
+	Exe        string  `json:"exe"`
+	Count      int     `json:"count"`
+	Orphaned   int     `json:"orphaned"`
+	CPUPercent float64 `json:"cpu_percent"`
+	Appeared   int     `json:"appeared"`
+	Vanished   int     `json:"vanished"`
+	OldestAgeS float64 `json:"oldest_age_s"`
+	Groups     int     `json:"process_groups"`
+	Sessions   int     `json:"sessions"`
+	Suspect    bool    `json:"suspect"`
+	Reasons    string  `json:"reasons,omitempty"`
+	Command    string  `json:"command,omitempty"` // the freeze command, for a suspect
+}
+
+// Thresholds of Suspect; named so the table test and the help agree.
+const (
+	manyCopies     = 200  // this many copies is a suspect by itself
+	someCopies     = 20   // with one more sign (orphans, growth, churn, CPU)
+	longRunHours   = 2.0  // a test-like executable running this long
+	orphanShare    = 0.5  // half or more orphaned
+	hotCPUPercent  = 50.0 // busy as a whole
+	churnPerSecond = 10.0 // processes appearing and vanishing a second
+	minTestCopies  = 2
+	secondsPerHour = 3600
+)
+
+// Suspect decides whether a row looks like a runaway, and says why the
+// way a person would. sample is the sample's length in seconds; testLike
+// is whether the executable runs from a temporary or cache directory
+// (where test binaries live). A long-running daemon with few copies is
+// not a suspect for being orphaned: daemons are orphans by design.
+func Suspect(r Row, sample float64, testLike bool) (bool, string) {
+	if sample <= 0 {
+		sample = 1
+	}
+	churn := float64(r.Appeared+r.Vanished) / sample
+	signs := 0
+	reasons := fmt.Sprintf("%d copies", r.Count)
+	if r.Orphaned > 0 && float64(r.Orphaned) >= orphanShare*float64(r.Count) && r.Count >= someCopies {
+		signs++
+		reasons += fmt.Sprintf(", %d orphaned", r.Orphaned)
+	}
+	if r.Appeared > r.Vanished && r.Count >= someCopies {
+		signs++
+		reasons += fmt.Sprintf(", +%d in %.0f s", r.Appeared-r.Vanished, sample)
+	} else if churn >= churnPerSecond {
+		signs++
+		reasons += fmt.Sprintf(", churning (%d started, %d ended in %.0f s)", r.Appeared, r.Vanished, sample)
+	}
+	if r.CPUPercent >= hotCPUPercent && r.Count >= someCopies {
+		signs++
+		reasons += fmt.Sprintf(", %.0f%% CPU", r.CPUPercent)
+	}
+	if testLike && r.OldestAgeS >= longRunHours*secondsPerHour && r.Count >= minTestCopies {
+		signs++
+		reasons += fmt.Sprintf(", a test-cache program running for %.1f h", r.OldestAgeS/secondsPerHour)
+	}
+	if r.Count >= manyCopies || (r.Count >= someCopies && signs > 0) || (testLike && signs > 0 && r.Count >= minTestCopies) {
+		return true, reasons
+	}
+	return false, ""
+}
