@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,5 +61,36 @@ func TestDrillContainsItsChainAndLeavesNothing(t *testing.T) {
 			}
 			os.Remove(tl)
 		})
+	}
+}
+
+// The census names a growing chain as the top suspect, and its command,
+// run as printed, brings the chain to zero.
+func TestCensusCommandContainsTheChain(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the chain is capped by a pids cgroup")
+	}
+	bin := buildFreeze(t)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second, Interval: 200 * time.Millisecond})
+	c.WaitPopulation(100, 20*time.Second)
+	out, err := exec.Command(bin, "census", "--sample", "1s", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Command string }
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := "freeze --path " + c.Path
+	if r.Command != want {
+		t.Fatalf("census command %q, want %q", r.Command, want)
+	}
+	args := strings.Fields(r.Command)[1:]
+	args = append(args, "--timeline", filepath.Join(t.TempDir(), "t.jsonl"))
+	if msg, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("the printed command failed: %v\n%s", err, msg)
+	}
+	if left := c.Survivors(); len(left) > 0 {
+		t.Fatalf("%d processes of the chain alive after the census's command", len(left))
 	}
 }

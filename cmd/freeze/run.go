@@ -53,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runRunbook(o, args[1:])
 		case "timeline":
 			return runTimeline(o, args[1:])
+		case "census":
+			return runCensus(o, args[1:])
 		case "restore":
 			return runRestore(o, args[1:])
 		case hiddenChain:
@@ -187,7 +189,7 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 	var spec match.Spec
 	if len(f.paths) == 0 && len(f.under) == 0 {
 		o.errorf("no target: name the runaway executable")
-		o.hintf("freeze --path /abs/path/to/binary; to see which executable has the most copies: ps -eo comm= | sort | uniq -c | sort -rn | head")
+		o.hintf("freeze --path /abs/path/to/binary; 'freeze census' shows what holds the machine and prints the command")
 		return spec, exitUsage
 	}
 	for _, p := range f.paths {

@@ -9,6 +9,7 @@ import (
 const usage = `Usage:
     freeze --path PATH [--path PATH ...] [options]
     freeze --under DIR [options]
+    freeze census [--sample 1s] [--top N] [--json]
     freeze drill [--size N] [--shape tree|line|churn]
     freeze runbook [NAME | --list]
     freeze timeline FILE [--format markdown|text|json]
@@ -80,6 +81,7 @@ Examples:
     freeze restore --timeline /var/tmp/freeze/freeze-tool-1a2b3c4d-20261129T200000Z.jsonl
     freeze --path /usr/bin/python3 --arg /srv/jobs/loop.py
     exec freeze --path /tmp/x/tool    # when the shell cannot fork
+    freeze census                      # what holds the machine, and the command
     freeze drill                       # practise on a chain of its own
 `
 

@@ -1,0 +1,150 @@
+package census
+
+import (
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/proc"
+)
+
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+func TestVerdict(t *testing.T) {
+	tests := []struct {
+		load  float64
+		cores int
+		want  string
+	}{
+		{0.2, 2, "ok"},
+		{1.3, 2, "ok"},
+		{1.4, 2, "busy"},
+		{2.9, 2, "busy"},
+		{3.0, 2, "overloaded"},
+		{7.9, 2, "overloaded"},
+		{8.0, 2, "OVERLOADED"},
+		{69.9, 4, "OVERLOADED"},
+		{8.0, 64, "ok"}, // the ratio, not the raw number
+		{1, 0, "busy"},  // no core count: taken as one
+	}
+	for _, tt := range tests {
+		if got, advice := Verdict(tt.load, tt.cores); got != tt.want || advice == "" {
+			t.Errorf("Verdict(%v, %d) = %q, want %q", tt.load, tt.cores, got, tt.want)
+		}
+	}
+	line := VerdictLine(69.9, 50, 20, 4)
+	if !strings.HasPrefix(line, "load 69.90 50.00 20.00 / 4 cores -- OVERLOADED -- ") {
+		t.Errorf("verdict line %q", line)
+	}
+}
+
+func TestSuspect(t *testing.T) {
+	tests := []struct {
+		name     string
+		row      Row
+		testLike bool
+		want     bool
+		reason   string
+	}{
+		{"quiet daemon, orphaned by design", Row{Count: 1, Orphaned: 1, OldestAgeS: 86400}, false, false, ""},
+		{"a few workers", Row{Count: 8, Orphaned: 0, CPUPercent: 90}, false, false, ""},
+		{"orphaned swarm", Row{Count: 412, Orphaned: 398, Appeared: 60, Vanished: 3, CPUPercent: 180}, true, true, "412 copies, 398 orphaned, +57 in 1 s, 180% CPU"},
+		{"growing", Row{Count: 40, Appeared: 20}, false, true, "+20 in 1 s"},
+		{"churning", Row{Count: 30, Appeared: 15, Vanished: 15}, false, true, "churning"},
+		{"many copies alone", Row{Count: 250}, false, true, "250 copies"},
+		{"long test runner", Row{Count: 3, Orphaned: 3, OldestAgeS: 3 * 3600}, true, true, "running for 3.0 h"},
+		{"long daemon outside a cache", Row{Count: 3, Orphaned: 3, OldestAgeS: 3 * 3600}, false, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, why := Suspect(tt.row, 1, tt.testLike)
+			if got != tt.want || !strings.Contains(why, tt.reason) {
+				t.Fatalf("Suspect = %v %q, want %v containing %q", got, why, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+func TestParseNet(t *testing.T) {
+	in := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:1F91 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 12346 1 0000000000000000 100 0 0 10 0
+`
+	ps := ParseNet([]byte(in), "tcp", "0A")
+	if len(ps) != 1 || ps[0].Addr != "127.0.0.1" || ps[0].Port != 8080 || ps[0].inode != 12345 {
+		t.Fatalf("ports %+v", ps)
+	}
+	in6 := `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 100 0 0 10 0
+`
+	ps = ParseNet([]byte(in6), "tcp6", "0A")
+	if len(ps) != 1 || ps[0].Addr != "::1" || ps[0].Port != 80 {
+		t.Fatalf("ports6 %+v", ps)
+	}
+}
+
+// A listener the test opens shows in the port table with its owner.
+func TestPortsFindsOwnListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	r, err := Take(proc.Default, 100*time.Millisecond, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.Ports {
+		if p.Port == port && p.Proto == "tcp" {
+			if p.PID != os.Getpid() {
+				t.Fatalf("port %d owned by %d, want this test (%d)", port, p.PID, os.Getpid())
+			}
+			return
+		}
+	}
+	t.Fatalf("port %d not in %+v", port, r.Ports)
+}
+
+// A capped growing chain is the top suspect, with its count, orphans and
+// growth, and the command names its exact path.
+func TestCensusFindsAGrowingChain(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for the chain's pids cgroup")
+	}
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second, Interval: 200 * time.Millisecond})
+	c.WaitPopulation(100, 20*time.Second)
+	r, err := Take(proc.Default, time.Second, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) == 0 || r.Rows[0].Exe != c.Path || !r.Rows[0].Suspect {
+		t.Fatalf("top row %+v, want the chain %s as a suspect", r.Rows, c.Path)
+	}
+	top := r.Rows[0]
+	if top.Count < 50 || top.Orphaned < top.Count/2 || top.Appeared == 0 {
+		t.Fatalf("top row %+v: want its count, most orphaned, and growth", top)
+	}
+	if r.Command != "freeze --path "+c.Path {
+		t.Fatalf("command %q", r.Command)
+	}
+}
+
+// An ordinary quiet machine has no suspect.
+func TestCensusQuietMachine(t *testing.T) {
+	r, err := Take(proc.Default, 500*time.Millisecond, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range r.Rows {
+		if row.Suspect {
+			t.Fatalf("suspect on a quiet machine: %+v", row)
+		}
+	}
+	if !strings.HasPrefix(r.Verdict, "load ") || !strings.Contains(r.PidLine, "pid_max") {
+		t.Fatalf("verdict %q pid line %q", r.Verdict, r.PidLine)
+	}
+}
