@@ -350,6 +350,7 @@ func report(o out, f stopFlags, spec match.Spec, rec *timeline.Recorder, res inc
 	default:
 		s.Outcome = "zero"
 		o.sayf("zero remain (%d matched)", res.Matched)
+		o.sayf("next: fix the source (which spawn leaked, and is a process cap really installed?): freeze runbook prevention")
 	}
 	if res.Support != nil {
 		for _, r := range res.WouldRevoke {
