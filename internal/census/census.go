@@ -201,25 +201,23 @@ func command(fs proc.FS, exe string, procs map[int]snap) string {
 	path := strings.TrimSuffix(exe, " (deleted)")
 	cmd := "freeze --path " + quote(path)
 	base := filepath.Base(path)
-	for _, i := range match.Interpreters {
-		if base == i || strings.HasPrefix(base, i) && strings.Trim(base[len(i):], "0123456789.") == "" {
-			for pid, s := range procs {
-				if s.exe != exe {
-					continue
-				}
-				b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/cmdline")
-				if err != nil {
-					continue
-				}
-				args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
-				for _, a := range args[1:] {
-					if len(a) > 0 && a[0] != '-' {
-						return cmd + " --arg " + quote(string(a))
-					}
+	if match.IsInterpreter(base) {
+		for pid, s := range procs {
+			if s.exe != exe {
+				continue
+			}
+			b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/cmdline")
+			if err != nil {
+				continue
+			}
+			args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
+			for _, a := range args[1:] {
+				if len(a) > 0 && a[0] != '-' {
+					return cmd + " --arg " + quote(string(a))
 				}
 			}
-			return cmd + " --arg SCRIPT"
 		}
+		return cmd + " --arg SCRIPT"
 	}
 	return cmd
 }

@@ -113,13 +113,15 @@ func Refuse(p proc.FS, t Target, hasArg, force bool) *Refusal {
 			return &Refusal{Rule: t.Path + " is a system daemon (" + d + ")", Hint: "check that this is really the runaway chain, then add --force", Forcible: true}
 		}
 	}
-	if !hasArg && isInterpreter(base) {
+	if !hasArg && IsInterpreter(base) {
 		return &Refusal{Rule: t.Path + " is a shell or interpreter: every script it runs would match", Hint: "add --arg with the script path (for example --arg /path/to/loop.py), or --force to stop every " + base, Forcible: true}
 	}
 	return nil
 }
 
-func isInterpreter(base string) bool {
+// IsInterpreter reports whether an executable's base name is a shell or
+// interpreter (python3.11 and the like included).
+func IsInterpreter(base string) bool {
 	for _, i := range Interpreters {
 		if base == i {
 			return true
