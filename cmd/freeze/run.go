@@ -181,7 +181,7 @@ func runStop(o out, args []string) int {
 	if err := rec.Close(); err != nil {
 		o.warnf("%v", err)
 	}
-	return report(o, f, spec, rec, res, runErr)
+	return report(o, f, rec, res, runErr)
 }
 
 // spec validates the targets; a non-zero code means stop with it.
@@ -290,7 +290,7 @@ type zombieJSON struct {
 
 // report prints the end of a run: the outcome, what to do next, and the
 // exit code.
-func report(o out, f stopFlags, spec match.Spec, rec *timeline.Recorder, res incident.Outcome, runErr error) int {
+func report(o out, f stopFlags, rec *timeline.Recorder, res incident.Outcome, runErr error) int {
 	code := exitZero
 	s := summary{Matched: res.Matched, Method: string(res.Method), Group: res.Group, Timeline: rec.Path()}
 	if ev := rec.Events(); len(ev) > 0 {
@@ -363,10 +363,10 @@ func report(o out, f stopFlags, spec match.Spec, rec *timeline.Recorder, res inc
 	if len(res.Revoked) > 0 {
 		o.sayf("exec stays revoked on %d file(s): the binary is the bug, so nothing can start it again until it is fixed", len(res.Revoked))
 		if rec.Path() != "" {
-			o.sayf("to put the modes back: freeze restore --timeline %s", shellQuote(rec.Path()))
+			o.sayf("to put the modes back: freeze restore --timeline %s", match.ShellQuote(rec.Path()))
 		} else {
 			for _, r := range res.Revoked {
-				o.sayf("to put the mode back: chmod %o %s", r.Mode, shellQuote(r.Path))
+				o.sayf("to put the mode back: chmod %o %s", r.Mode, match.ShellQuote(r.Path))
 			}
 		}
 	}
@@ -389,13 +389,13 @@ func report(o out, f stopFlags, spec match.Spec, rec *timeline.Recorder, res inc
 func targetArgs(f stopFlags) []string {
 	var a []string
 	for _, p := range f.paths {
-		a = append(a, "--path", shellQuote(p))
+		a = append(a, "--path", match.ShellQuote(p))
 	}
 	for _, d := range f.under {
-		a = append(a, "--under", shellQuote(d))
+		a = append(a, "--under", match.ShellQuote(d))
 	}
 	for _, x := range f.args {
-		a = append(a, "--arg", shellQuote(x))
+		a = append(a, "--arg", match.ShellQuote(x))
 	}
 	return a
 }
@@ -408,13 +408,4 @@ func thawCommand(res incident.Outcome) string {
 		return fmt.Sprintf("echo THAWED > %s/freezer.state  (then, once it is empty: rmdir %s)", res.Group, res.Group)
 	}
 	return "kill -CONT each stopped pid"
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -199,7 +199,7 @@ func testLike(exe string) bool {
 // for this row only).
 func command(fs proc.FS, exe string, procs map[int]snap) string {
 	path := strings.TrimSuffix(exe, " (deleted)")
-	cmd := "freeze --path " + quote(path)
+	cmd := "freeze --path " + match.ShellQuote(path)
 	base := filepath.Base(path)
 	if match.IsInterpreter(base) {
 		for pid, s := range procs {
@@ -213,22 +213,13 @@ func command(fs proc.FS, exe string, procs map[int]snap) string {
 			args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
 			for _, a := range args[1:] {
 				if len(a) > 0 && a[0] != '-' {
-					return cmd + " --arg " + quote(string(a))
+					return cmd + " --arg " + match.ShellQuote(string(a))
 				}
 			}
 		}
 		return cmd + " --arg SCRIPT"
 	}
 	return cmd
-}
-
-func quote(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r))
-	}) < 0 && s != "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func pidLine(fs proc.FS, procs int) string {

@@ -122,6 +122,4 @@ func (g *cgroup1Group) Populated() (bool, error) {
 	return len(pids) > 0, err
 }
 
-func (g *cgroup1Group) Thaw() error { return g.write("freezer.state", "THAWED") }
-
 func (g *cgroup1Group) Remove() error { return unix.Rmdir(g.dir) }

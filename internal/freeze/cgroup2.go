@@ -127,8 +127,6 @@ func (g *cgroup2Group) Populated() (bool, error) {
 	return ev["populated"] == 1, err
 }
 
-func (g *cgroup2Group) Thaw() error { return g.m.Thaw() }
-
 func (g *cgroup2Group) Remove() error { return g.m.Delete() }
 
 // events parses cgroup.events ("populated 1\nfrozen 0\n").

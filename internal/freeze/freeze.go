@@ -58,8 +58,6 @@ type Group interface {
 	// Populated reports whether any live process is in the set; false for
 	// sigstop, which has no container to ask.
 	Populated() (bool, error)
-	// Thaw lets the members run again (used to undo a --hold).
-	Thaw() error
 	// Remove deletes the group; it fails while members remain.
 	Remove() error
 	// Notes are facts worth a line in the timeline (pids.max set or not).
@@ -260,6 +258,5 @@ func (noneGroup) Move(*proc.Handle) error    { return nil }
 func (noneGroup) WaitFrozen(time.Time) error { return nil }
 func (noneGroup) Kill() error                { return nil }
 func (noneGroup) Populated() (bool, error)   { return false, nil }
-func (noneGroup) Thaw() error                { return nil }
 func (noneGroup) Remove() error              { return nil }
 func (noneGroup) Notes() []string            { return nil }

@@ -61,15 +61,4 @@ func (g *sigstopGroup) Kill() error { return nil }
 
 func (g *sigstopGroup) Populated() (bool, error) { return false, nil }
 
-// Thaw sends SIGCONT to the processes this run stopped.
-func (g *sigstopGroup) Thaw() error {
-	for _, id := range g.moved {
-		if h, err := g.fs.Open(id); err == nil {
-			h.Signal(unix.SIGCONT)
-			h.Close()
-		}
-	}
-	return nil
-}
-
 func (g *sigstopGroup) Remove() error { return nil }
