@@ -21,6 +21,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/priority"
+	"freeze/internal/timeline"
 )
 
 var (
@@ -74,11 +75,27 @@ func paths(chains []*containtest.Chain) []string {
 	return p
 }
 
-// runCmd runs one command at ordinary priority in its own process group.
-func runCmd(name string, args ...string) int {
+// runCmd runs one command at ordinary priority in its own process group;
+// when stop closes, the whole group is killed, so a loop ends promptly
+// even while one of its invocations is starved by the chain.
+func runCmd(stop <-chan struct{}, name string, args ...string) int {
 	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return -1
+	}
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-stop:
+			// The leader is unreaped until Wait returns, so its
+			// group id cannot have been reused.
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-exited:
+		}
+	}()
+	err := cmd.Wait()
+	close(exited)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return ee.ExitCode()
@@ -89,13 +106,22 @@ func runCmd(name string, args ...string) int {
 	return 0
 }
 
-var freezeOutput []byte
+var (
+	freezeOutput []byte
+	freezeRSS    int64 // KiB, the last freeze run's peak resident set
+)
 
-// runFreeze runs freeze and keeps what it printed, for -show.
+// runFreeze runs freeze and keeps what it printed, for -show, and its
+// peak RSS from the kernel's accounting of the finished child.
 func runFreeze(bin string, args ...string) {
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	freezeOutput, _ = cmd.CombinedOutput()
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			freezeRSS = ru.Maxrss
+		}
+	}
 }
 
 func stopped(stop <-chan struct{}) bool {
@@ -109,10 +135,10 @@ func stopped(stop <-chan struct{}) bool {
 
 func killLoop(stop <-chan struct{}, ps []string) {
 	for !stopped(stop) {
-		if runCmd("killall", append([]string{"-q", "-0"}, ps...)...) != 0 {
+		if runCmd(stop, "killall", append([]string{"-q", "-0"}, ps...)...) != 0 {
 			return // killall -0 finds none
 		}
-		runCmd("killall", append([]string{"-q", "-KILL"}, ps...)...)
+		runCmd(stop, "killall", append([]string{"-q", "-KILL"}, ps...)...)
 	}
 }
 
@@ -145,14 +171,14 @@ func responders() []responder {
 		{"pkill-f-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			pattern := strings.Join(paths(cs), "|")
 			for !stopped(stop) {
-				if runCmd("pkill", "-KILL", "-f", pattern) == 1 { // 1: none matched
+				if runCmd(stop, "pkill", "-KILL", "-f", pattern) == 1 { // 1: none matched
 					return
 				}
 			}
 		}},
 		{"stop5-then-kill", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			for i := 0; i < 5 && !stopped(stop); i++ {
-				runCmd("killall", append([]string{"-q", "-STOP"}, paths(cs)...)...)
+				runCmd(stop, "killall", append([]string{"-q", "-STOP"}, paths(cs)...)...)
 			}
 			killLoop(stop, paths(cs))
 		}},
@@ -174,6 +200,34 @@ type Result struct {
 	DecoyHarmed bool    `json:"decoy_harmed"`
 	Peak        int     `json:"peak"`
 	Start       int     `json:"population_at_start"`
+	// For freeze's responders, from its timeline: when its run started
+	// (after the process start, the Go runtime and the priority lift),
+	// and how long each stage took; and its peak RSS.
+	StartupMS float64 `json:"startup_ms,omitempty"`
+	MatchMS   float64 `json:"match_ms,omitempty"`
+	FreezeMS  float64 `json:"freeze_ms,omitempty"`
+	KillMS    float64 `json:"kill_ms,omitempty"`
+	RSSKiB    int64   `json:"rss_kib,omitempty"`
+}
+
+// breakdown splits a freeze run into start-up and stages by its timeline.
+func breakdown(r *Result, t0 time.Time, path string) {
+	events, err := timeline.ReadFile(path)
+	if err != nil || len(events) == 0 {
+		return
+	}
+	r.StartupMS = float64(events[0].Time.Sub(t0).Microseconds()) / 1000
+	last := map[int]float64{}
+	for _, e := range events {
+		last[e.Stage] = e.ElapsedMS
+	}
+	r.MatchMS = last[1]
+	if v, ok := last[2]; ok {
+		r.FreezeMS = v - last[1]
+		if v3, ok := last[3]; ok {
+			r.KillMS = v3 - v
+		}
+	}
 }
 
 func TestContainment(t *testing.T) {
@@ -256,6 +310,8 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	os.Remove(filepath.Join(dir, "freeze.jsonl"))
+	freezeRSS = 0
 	t0 := time.Now()
 	go func() { rs.run(bin, chains, stop); close(done) }()
 	end := t0.Add(responderDeadline)
@@ -306,6 +362,10 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	case <-done:
 	case <-time.After(35 * time.Second):
 		t.Errorf("responder %s did not stop", rs.name)
+	}
+	if strings.HasPrefix(rs.name, "freeze") {
+		breakdown(&r, t0, filepath.Join(dir, "freeze.jsonl"))
+		r.RSSKiB = freezeRSS
 	}
 	for _, c := range chains {
 		if p := c.Peak(); p > r.Peak {
@@ -385,6 +445,20 @@ func table(rs []Result) string {
 			}
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %.0f | %d/%d | %d | %s |\n", k.s, k.r, zs, reached, len(g), median(sv), harmed, len(g), peak, ratio)
+	}
+	b.WriteString("\nWhere freeze's time goes (medians, from its timeline; start-up is from the responder's start to freeze's first event):\n\n")
+	b.WriteString("| scenario | responder | start-up | 1 match | 2 freeze growth | 3 kill rounds | peak RSS |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, k := range order {
+		if !strings.HasPrefix(k.r, "freeze") {
+			continue
+		}
+		var su, m, f, kl, rss []float64
+		for _, r := range groups[k] {
+			su, m, f, kl = append(su, r.StartupMS), append(m, r.MatchMS), append(f, r.FreezeMS), append(kl, r.KillMS)
+			rss = append(rss, float64(r.RSSKiB))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.1f MiB |\n", k.s, k.r, median(su), median(m), median(f), median(kl), median(rss)/1024)
 	}
 	return b.String()
 }

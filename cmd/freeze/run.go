@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/priority"
+	"freeze/internal/priority/early"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
@@ -38,6 +40,26 @@ const (
 	// 12,000 processes empties the group in about 1.4 s here.
 	roundWait = 3 * time.Second
 )
+
+// memoryLimit bounds freeze's heap during a run. The garbage collector is
+// off below it: each collection stops every thread of freeze, and a thread
+// the kernel keeps off the CPU behind a spinning chain makes that stop
+// last as long as the chain's turn. A scan of 12,000 processes allocates
+// a few MB, so a run stays far below the limit; above it, the collector
+// runs as usual and the heap stays bounded.
+const memoryLimit = 256 << 20
+
+// raise lifts freeze above the chain (internal/priority) and quiets the
+// collector; it returns what was done, for the timeline.
+func raise() ([]string, error) {
+	raised, err := priority.Raise()
+	if ok, us := early.Lifted(); ok {
+		raised = append([]string{fmt.Sprintf("lifted at start after %.1f ms of CPU", float64(us)/1000)}, raised...)
+	}
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(memoryLimit)
+	return raised, err
+}
 
 // timelineDir holds timelines by default: /var/tmp survives a reboot, so
 // the record outlives a machine that had to be restarted.
@@ -156,7 +178,7 @@ func runStop(o out, args []string) int {
 
 	// Against a chain spinning at its cap an ordinary process gets one
 	// share among thousands: take the CPU first (see internal/priority).
-	raised, err := priority.Raise()
+	raised, err := raise()
 	if err != nil && len(raised) == 0 && os.Geteuid() == 0 {
 		o.warnf("%v", err)
 	}

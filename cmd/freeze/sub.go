@@ -12,7 +12,6 @@ import (
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
 	"freeze/internal/incident"
-	"freeze/internal/priority"
 	"freeze/internal/timeline"
 	"freeze/runbooks"
 )
@@ -134,7 +133,7 @@ func runDrill(o out, args []string) int {
 	if *tpath == "" {
 		*tpath = filepath.Join(timelineDir, "drill-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
 	}
-	raised, _ := priority.Raise()
+	raised, _ := raise()
 	rec, err := timeline.New(*tpath, o.progress)
 	if err != nil {
 		o.warnf("cannot write the timeline: %v; carrying on, the timeline stays in memory", err)

@@ -39,6 +39,11 @@ var ErrNoCgroup = errors.New("cgroup method not available")
 // ErrDeadline means the run's deadline passed before the set was fixed.
 var ErrDeadline = errors.New("deadline passed")
 
+// ErrStopped means the caller asked Grow to stop (an interrupt) between
+// two rounds. Every round is whole: what it stopped was moved in (or is
+// gone) and continued, so the set is never left half-moved.
+var ErrStopped = errors.New("stopped between rounds")
+
 // A Group is the frozen set.
 type Group interface {
 	Method() Method
@@ -122,8 +127,9 @@ type Round struct {
 const frozenWait = 5 * time.Second
 
 // Grow moves matches into g until a scan finds none outside it, calling
-// onRound after each pass. It returns the last scan.
-func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, onRound func(Round)) (match.Result, error) {
+// onRound after each pass. It returns the last scan. stop, if not nil, is
+// asked after each round; when it says true, Grow returns ErrStopped.
+func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func() bool, onRound func(Round)) (match.Result, error) {
 	for n := 1; ; n++ {
 		t0 := time.Now()
 		res, err := s.Scan()
@@ -196,6 +202,9 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, onRound fun
 		onRound(r)
 		if r.Outside == 0 {
 			return res, nil
+		}
+		if stop != nil && stop() {
+			return res, fmt.Errorf("%w: round %d", ErrStopped, n)
 		}
 		if time.Now().After(deadline) {
 			return res, fmt.Errorf("%w: %d processes still outside %s after round %d", ErrDeadline, r.Outside-r.Moved, g.Where(), n)

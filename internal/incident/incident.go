@@ -49,6 +49,11 @@ type Config struct {
 	RevokeExec bool
 	Disposable []string
 	Force      bool
+	// Interrupt carries SIGINT and SIGTERM from the command. The run looks
+	// at it between steps and between rounds, never inside one, so an
+	// interrupt cannot leave a set half-moved: it ends the run with what
+	// is frozen still frozen, and records where it stopped.
+	Interrupt <-chan os.Signal
 }
 
 // Outcome is how the run ended.
@@ -65,7 +70,15 @@ type Outcome struct {
 	Revoked        []freeze.Revocation
 	WouldRevoke    []freeze.Revocation // a dry run's
 	Refused        []error             // guard refusals (a dry run reports them)
+	// Interrupted is the signal that ended the run early, and
+	// InterruptStage the step it ended in (0: nothing had changed).
+	Interrupted    os.Signal
+	InterruptStage int
 }
+
+// ErrInterrupted means SIGINT or SIGTERM ended the run between two steps;
+// the Outcome says where.
+var ErrInterrupted = errors.New("interrupted")
 
 // GroupName names the group for a set of targets: the same targets give
 // the same name, which is how a run finds the group a --hold run left.
@@ -112,6 +125,28 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		"rounds_max": c.Rounds, "timeout_s": c.Timeout.Seconds(), "priority": c.Priority,
 	})
 
+	interrupted := func() bool {
+		if out.Interrupted != nil {
+			return true
+		}
+		select {
+		case sig := <-c.Interrupt:
+			out.Interrupted = sig
+			return true
+		default:
+			return false
+		}
+	}
+	// stopNothing ends a run interrupted before anything was frozen.
+	stopNothing := func(stage int) (Outcome, error) {
+		msg := fmt.Sprintf("interrupted by %v: nothing was frozen", out.Interrupted)
+		if len(out.Revoked) > 0 {
+			msg += fmt.Sprintf("; exec stays revoked on %d file(s)", len(out.Revoked))
+		}
+		rec.Record(stage, "interrupted", msg, timeline.F{"signal": sigName(out.Interrupted), "frozen": 0, "revoked": len(out.Revoked)})
+		return out, fmt.Errorf("%w by %v", ErrInterrupted, out.Interrupted)
+	}
+
 	scanner := match.NewScanner(c.FS, c.Spec)
 	t0 := time.Now()
 	res, err := scanner.Scan()
@@ -124,6 +159,10 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		timeline.F{"matched": res.Live(), "by_path": res.Counts[match.ByPath], "by_deleted": res.Counts[match.ByDeleted],
 			"by_under": res.Counts[match.ByUnder], "descendants": res.Counts[match.ByDescendant],
 			"zombies": len(res.Zombies), "scanned": res.Scanned, "scan_ms": ms(time.Since(t0))})
+
+	if !c.DryRun && interrupted() {
+		return stopNothing(StageMatch)
+	}
 
 	if c.RevokeExec {
 		revs, refused := checkRevocations(c, res)
@@ -171,6 +210,9 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		return out, nil
 	}
 
+	if interrupted() {
+		return stopNothing(StageFreeze)
+	}
 	g, why, err := freeze.Open(c.FS, c.Method, name)
 	if err != nil {
 		rec.Record(StageFreeze, "method-failed", err.Error(), nil)
@@ -187,12 +229,22 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		rec.Record(StageFreeze, "no-freezer", "no freezer (--method none): kill rounds straight after revoking exec, as in the original incident; this does not stop a chain that only forks", nil)
 		err = nil
 	} else {
-		res, err = freeze.Grow(c.FS, scanner, g, deadline, func(r freeze.Round) {
+		var last freeze.Round
+		res, err = freeze.Grow(c.FS, scanner, g, deadline, interrupted, func(r freeze.Round) {
+			last = r
 			rec.Record(StageFreeze, "freeze-round", fmt.Sprintf("round %d: %d matched, %d outside, %d moved in, %d gone, frozen=%v (%v)",
 				r.N, r.Matched, r.Outside, r.Moved, r.Gone, r.Frozen, r.Took.Round(time.Millisecond)),
 				timeline.F{"round": r.N, "matched": r.Matched, "outside": r.Outside, "moved": r.Moved, "gone": r.Gone,
 					"reused_pids": r.Reused, "frozen": r.Frozen, "took_ms": ms(r.Took)})
 		})
+		if errors.Is(err, freeze.ErrStopped) {
+			out.InterruptStage = StageFreeze
+			out.Matched = res.Live()
+			rec.Record(StageFreeze, "interrupted", fmt.Sprintf("interrupted by %v after freeze round %d: %s holds what that round moved in (%d moved, %d matched); the set was not yet fixed, so a process started before its parent was stopped may be outside",
+				out.Interrupted, last.N, g.Where(), last.Moved, last.Matched),
+				timeline.F{"signal": sigName(out.Interrupted), "round": last.N, "moved": last.Moved, "matched": last.Matched, "group": g.Where(), "method": string(g.Method())})
+			return out, fmt.Errorf("%w by %v during freeze growth", ErrInterrupted, out.Interrupted)
+		}
 	}
 	if err != nil && !errors.Is(err, freeze.ErrDeadline) {
 		return out, err
@@ -212,11 +264,25 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		return out, nil
 	}
 
-	ko, err := rounds.Run(rounds.Config{FS: c.FS, Scanner: scanner, Group: g, Rounds: c.Rounds, Deadline: deadline, Wait: c.RoundWait}, func(r rounds.Round) {
+	if interrupted() {
+		out.InterruptStage = StageFreeze
+		out.Matched = res.Live()
+		rec.Record(StageFreeze, "interrupted", fmt.Sprintf("interrupted by %v before the kill rounds: %d processes held in %s", out.Interrupted, res.Live(), g.Where()),
+			timeline.F{"signal": sigName(out.Interrupted), "set": res.Live(), "group": g.Where(), "method": string(g.Method())})
+		return out, fmt.Errorf("%w by %v before the kill rounds", ErrInterrupted, out.Interrupted)
+	}
+
+	ko, err := rounds.Run(rounds.Config{FS: c.FS, Scanner: scanner, Group: g, Rounds: c.Rounds, Deadline: deadline, Wait: c.RoundWait, Stop: interrupted}, func(r rounds.Round) {
 		rec.Record(StageKill, "kill-round", fmt.Sprintf("round %d: %d alive (%d in the group), %d signalled by pidfd (%v)", r.N, r.Live, r.Inside, r.Signaled, r.Took.Round(time.Millisecond)),
 			timeline.F{"round": r.N, "live": r.Live, "inside": r.Inside, "signaled": r.Signaled, "group_err": r.GroupErr, "took_ms": ms(r.Took)})
 	})
 	out.Zero, out.Survivors, out.Zombies = ko.Zero, ko.Survivors, ko.Zombies
+	if errors.Is(err, rounds.ErrStopped) {
+		out.InterruptStage = StageKill
+		rec.Record(StageKill, "interrupted", fmt.Sprintf("interrupted by %v during the kill rounds (%v): what is left stays in %s", out.Interrupted, err, g.Where()),
+			timeline.F{"signal": sigName(out.Interrupted), "group": g.Where(), "method": string(g.Method())})
+		return out, fmt.Errorf("%w by %v during the kill rounds", ErrInterrupted, out.Interrupted)
+	}
 	if err != nil {
 		var pids []int
 		for _, s := range ko.Survivors {
@@ -259,6 +325,13 @@ func heldGroupExists(name string) bool {
 	}
 	_, err := os.Stat("/sys/fs/cgroup/freezer/" + name)
 	return err == nil
+}
+
+func sigName(s os.Signal) string {
+	if s == nil {
+		return ""
+	}
+	return s.String()
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -22,6 +22,9 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -44,9 +47,10 @@ const (
 // Raise lifts every thread of this process: nice -20, SCHED_RR 1 bounded
 // by RLIMIT_RTTIME, and oom_score_adj -1000 so the OOM killer passes over
 // freeze. It sets SCHED_RESET_ON_FORK so that no child (a drill's chain,
-// a test's fixture) inherits any of it; threads the Go runtime starts
+// a test's fixture) inherits any of it. Threads the Go runtime starts
 // later do not inherit it either, so Raise locks the calling goroutine to
-// its thread: call it from the goroutine that runs the stop order. It
+// its thread (call it from the goroutine that runs the stop order) and
+// lifts the runtime's new threads as they appear (startRelift). It
 // returns what it did, for the timeline, and an error when it could do
 // none of it (not root: freeze still works, slower).
 func Raise() ([]string, error) {
@@ -86,6 +90,7 @@ func Raise() ([]string, error) {
 		}
 		if rt > 0 {
 			did = append(did, fmt.Sprintf("SCHED_RR %d (RLIMIT_RTTIME %d ms)", rtPriority, rtSoftLimit/1000))
+			startRelift()
 		}
 	} else {
 		keep(err)
@@ -103,6 +108,7 @@ func Raise() ([]string, error) {
 
 // Lower puts every thread back to SCHED_OTHER at nice 0.
 func Lower() {
+	dropped.Store(true)
 	for _, tid := range threads() {
 		setScheduler(tid, schedOther, 0)
 		unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
@@ -116,10 +122,55 @@ func dropOnSIGXCPU() {
 	signal.Notify(ch, unix.SIGXCPU)
 	go func() {
 		<-ch
+		dropped.Store(true)
 		for _, tid := range threads() {
 			setScheduler(tid, schedOther, 0)
 		}
 	}()
+}
+
+// reliftEvery is how often new threads are lifted. The Go runtime starts
+// threads as it needs them (one for each goroutine blocked in a system
+// call), and SCHED_RESET_ON_FORK starts each at ordinary priority. Such a
+// thread can hold one of the runtime's Ps (or be the one a stop-the-world
+// waits for) while the kernel keeps it off the CPU behind the chain for a
+// second or more, and the real-time thread then waits for it. 20 ms is
+// well under one such wait and costs one small directory read.
+const reliftEvery = 20 * time.Millisecond
+
+var (
+	reliftOnce sync.Once
+	// dropped is set once freeze has given up real-time priority
+	// (SIGXCPU or Lower): nothing is lifted again after that.
+	dropped atomic.Bool
+)
+
+// startRelift lifts, every reliftEvery, the threads started since Raise.
+// Thread ids of a dead thread can be reused by another process's thread,
+// but /proc/self/task lists only this process's threads, so only freeze's
+// own threads are ever touched.
+func startRelift() {
+	reliftOnce.Do(func() {
+		go func() {
+			lifted := map[int]bool{}
+			for _, tid := range threads() {
+				lifted[tid] = true
+			}
+			for range time.Tick(reliftEvery) {
+				if dropped.Load() {
+					return
+				}
+				for _, tid := range threads() {
+					if lifted[tid] {
+						continue
+					}
+					lifted[tid] = true
+					unix.Setpriority(unix.PRIO_PROCESS, tid, Nice)
+					setScheduler(tid, schedRR|schedResetOnFork, rtPriority)
+				}
+			}
+		}()
+	})
 }
 
 func threads() []int {

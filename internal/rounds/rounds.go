@@ -32,6 +32,9 @@ type Config struct {
 	Rounds   int           // at most this many rounds
 	Deadline time.Time     // and no later than this
 	Wait     time.Duration // per round, for the deaths
+	// Stop, if set, is asked after each round: true ends the rounds with
+	// ErrStopped, leaving what remains in the group.
+	Stop func() bool
 }
 
 // Round is what one round saw and did.
@@ -59,6 +62,9 @@ type Outcome struct {
 
 // ErrSurvivors means the rounds ran out with live matches left.
 var ErrSurvivors = errors.New("survivors remain")
+
+// ErrStopped means Config.Stop ended the rounds early.
+var ErrStopped = errors.New("stopped between kill rounds")
 
 // Run kills in rounds until zero, calling onRound after each round.
 func Run(c Config, onRound func(Round)) (Outcome, error) {
@@ -120,6 +126,9 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 		waitDeaths(c, direct, minTime(time.Now().Add(c.Wait), c.Deadline))
 		r.Took = time.Since(t0)
 		onRound(r)
+		if c.Stop != nil && c.Stop() {
+			return out, fmt.Errorf("%w: after round %d, %d were alive before it", ErrStopped, n, r.Live)
+		}
 		if time.Now().After(c.Deadline) {
 			break
 		}
