@@ -7,9 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -29,6 +32,9 @@ const (
 	exitSurvivors = 1
 	exitUsage     = 2
 	exitRefused   = 3
+	// exitInterrupted: SIGINT or SIGTERM ended the run between two steps;
+	// what was frozen stays frozen and the output says how to go on.
+	exitInterrupted = 4
 )
 
 // Defaults for the limits. A run against 12,000 processes takes about two
@@ -194,16 +200,55 @@ func runStop(o out, args []string) int {
 	if rec.Path() != "" {
 		o.sayf("timeline: %s", rec.Path())
 	}
+	interrupt, stopWatch := watchSignals(rec)
 	res, runErr := incident.Run(incident.Config{
 		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
 		Command: append([]string{"freeze"}, args...), Priority: raised,
 		RevokeExec: f.revoke, Disposable: f.disposable, Force: f.force,
+		Interrupt: interrupt,
 	}, rec)
+	stopWatch()
 	if err := rec.Close(); err != nil {
 		o.warnf("%v", err)
 	}
 	return report(o, f, rec, res, runErr)
+}
+
+// watchSignals catches SIGINT and SIGTERM for the whole run. The first is
+// recorded at once and handed to the stop order, which ends between two
+// steps; any further one is recorded and otherwise ignored, because dying
+// in the middle of a round would leave stopped processes outside the
+// frozen set with no record of them. Every step is bounded by its own
+// waits, so the run still ends promptly. The signals stay caught until
+// the process exits: stop only ends the recording, before the timeline
+// is closed.
+func watchSignals(rec *timeline.Recorder) (<-chan os.Signal, func()) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	forward := make(chan os.Signal, 1)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n := 0
+		for {
+			select {
+			case sig := <-sigs:
+				n++
+				if n == 1 {
+					rec.Record(0, "signal", fmt.Sprintf("%s: stopping after the current step; what is frozen stays frozen", incident.SignalName(sig)), timeline.F{"signal": incident.SignalName(sig)})
+					forward <- sig
+				} else {
+					rec.Record(0, "signal-again", fmt.Sprintf("%s (signal %d of this run): ignored, so that no set is left half-moved; freeze is finishing the current step", incident.SignalName(sig), n), timeline.F{"signal": incident.SignalName(sig), "count": n})
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return forward, func() { close(quit); wg.Wait() }
 }
 
 // spec validates the targets; a non-zero code means stop with it.
@@ -340,6 +385,27 @@ func report(o out, f stopFlags, rec *timeline.Recorder, res incident.Outcome, ru
 		s.Outcome = "held"
 		o.sayf("holding %d processes frozen in %s", res.Matched, res.Group)
 		o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
+		o.sayf("to thaw instead:   %s", thawCommand(res))
+	case res.Interrupted != nil:
+		s.Outcome = "interrupted"
+		s.Error = runErr.Error()
+		code = exitInterrupted
+		frozen := res.Group != "" && res.Method != freeze.None
+		if !frozen {
+			o.sayf("interrupted by %s in step %d/4 (%s): nothing was frozen", incident.SignalName(res.Interrupted), max(res.InterruptStage, 1), stageNames[max(res.InterruptStage, 1)])
+			o.sayf("to run it again: freeze %s", strings.Join(targetArgs(f), " "))
+			break
+		}
+		if res.Method == freeze.Sigstop {
+			o.sayf("interrupted by %s in step %d/4 (%s): what was stopped stays stopped (SIGSTOP)", incident.SignalName(res.Interrupted), res.InterruptStage, stageNames[res.InterruptStage])
+			o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
+		} else if res.InterruptStage == incident.StageKill {
+			o.sayf("interrupted by %s in step %d/4 (%s): the kill had begun; what is left stays frozen in %s", incident.SignalName(res.Interrupted), res.InterruptStage, stageNames[res.InterruptStage], res.Group)
+			o.sayf("to finish the job: freeze %s   (it reuses %s)", strings.Join(targetArgs(f), " "), res.Group)
+		} else {
+			o.sayf("interrupted by %s in step %d/4 (%s): the chain stays frozen in %s", incident.SignalName(res.Interrupted), res.InterruptStage, stageNames[res.InterruptStage], res.Group)
+			o.sayf("to finish the job: freeze %s   (it reuses %s)", strings.Join(targetArgs(f), " "), res.Group)
+		}
 		o.sayf("to thaw instead:   %s", thawCommand(res))
 	case runErr != nil && len(res.Survivors) > 0:
 		s.Outcome = "survivors"

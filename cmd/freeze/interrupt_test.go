@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/containtest"
+	"freeze/internal/timeline"
+)
+
+// Real signals to the real binary: SIGINT and then SIGTERM arrive while
+// freeze is in the middle of its run. freeze ends with exit 4, records
+// both (the second as ignored), says how to go on, and leaves a frozen
+// chain frozen; the command it prints finishes the job.
+//
+// freeze is stopped (SIGSTOP) while both signals are queued and then
+// continued, so both arrive mid-run whatever the machine's speed: the
+// step they land in varies, what the test asserts does not.
+func TestSignalsEndTheRunInARecordedState(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the chain is capped by a pids cgroup")
+	}
+	bin := buildFreeze(t)
+	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 400, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
+	if n := chain.WaitPopulation(400, 30*time.Second); n != 400 {
+		t.Fatalf("chain reached %d of 400", n)
+	}
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--path", chain.Path, "--timeline", tl}})
+	end := time.Now().Add(30 * time.Second)
+	for !strings.Contains(fz.Stderr(), "1/4 match") {
+		if time.Now().After(end) {
+			t.Fatalf("freeze did not reach its match step in 30 s:\n%s", fz.Stderr())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, sig := range []unix.Signal{unix.SIGSTOP, unix.SIGINT, unix.SIGTERM, unix.SIGCONT} {
+		if err := unix.Kill(fz.Leader, sig); err != nil {
+			t.Fatalf("kill %v: %v", sig, err)
+		}
+	}
+	ws, ok := fz.Exit(60 * time.Second)
+	stderr := fz.Stderr()
+	if !ok {
+		t.Fatalf("freeze did not end within 60 s of SIGINT:\n%s", stderr)
+	}
+	if ws.ExitStatus() != 4 {
+		t.Fatalf("exit %d (signalled %v), want 4:\n%s", ws.ExitStatus(), ws.Signaled(), stderr)
+	}
+	if !strings.Contains(stderr, "interrupted by SIGINT") {
+		t.Fatalf("stderr does not say it was interrupted by SIGINT:\n%s", stderr)
+	}
+	events, err := timeline.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string]string{}
+	for _, e := range events {
+		steps[e.Step] = e.Msg
+	}
+	if !strings.HasPrefix(steps["signal"], "SIGINT") || !strings.HasPrefix(steps["signal-again"], "SIGTERM") || steps["interrupted"] == "" {
+		t.Fatalf("timeline lacks the signals or the interrupt: signal %q, signal-again %q, interrupted %q", steps["signal"], steps["signal-again"], steps["interrupted"])
+	}
+	if m := regexp.MustCompile(`the chain stays frozen in (\S+)`).FindStringSubmatch(stderr); m != nil {
+		b, err := os.ReadFile(filepath.Join(m[1], "cgroup.events"))
+		if err != nil || !strings.Contains(string(b), "frozen 1") {
+			t.Fatalf("freeze said the chain stays frozen in %s, but cgroup.events reads %q (%v)", m[1], b, err)
+		}
+		if n := chain.Population(); n == 0 {
+			t.Fatal("freeze said the chain stays frozen, but it is gone")
+		}
+	}
+	m := regexp.MustCompile(`(?m)to (?:finish the job|run it again): freeze (.*?)(?:   \(|$)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("freeze did not print how to go on:\n%s", stderr)
+	}
+	args := append(strings.Fields(m[1]), "--timeline", filepath.Join(t.TempDir(), "t2.jsonl"))
+	again := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: append([]string{bin}, args...)})
+	if ws, ok := again.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("the printed command (freeze %s) did not finish the job: exit %d\n%s", m[1], ws.ExitStatus(), again.Stderr())
+	}
+	if left := chain.Survivors(); len(left) > 0 {
+		t.Fatalf("%d processes of the chain alive after the printed command", len(left))
+	}
+}

@@ -1,0 +1,158 @@
+package incident
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/freeze"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// An interrupt ends the run between two steps with the chain as it was
+// held: frozen in the group when the interrupt came during freeze growth,
+// untouched when it came before anything changed. The same run started
+// again reuses the group and reaches zero. The interrupt is delivered
+// exactly as the command delivers SIGINT: on the Interrupt channel, here
+// sent by the observer as the step it names is recorded.
+func TestInterruptLeavesTheChainHeld(t *testing.T) {
+	requireRoot(t)
+	supported(t, freeze.Cgroup2)
+	cases := []struct {
+		name      string
+		at        string // the step whose record triggers the interrupt; "" = before the run
+		wantStage int
+		wantHeld  bool // the chain is whole and frozen in the group afterwards
+	}{
+		{"before-anything", "", StageMatch, false},
+		{"after-first-freeze-round", "freeze-round", StageFreeze, true},
+		{"during-kill-rounds", "kill-round", StageKill, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 90 * time.Second, Interval: 100 * time.Millisecond})
+			if n := c.WaitPopulation(300, 30*time.Second); n != 300 {
+				t.Fatalf("chain reached %d of 300", n)
+			}
+			raise(t)
+			cfg := config(t, freeze.Cgroup2, c.Path)
+			sig := make(chan os.Signal, 1)
+			cfg.Interrupt = sig
+			if tc.at == "" {
+				sig <- os.Interrupt
+			}
+			sent := false
+			rec, _ := timeline.New("", func(e timeline.Event) {
+				if e.Step == tc.at && !sent {
+					sent = true
+					sig <- os.Interrupt
+				}
+			})
+			out, err := Run(cfg, rec)
+			if !errors.Is(err, ErrInterrupted) {
+				t.Fatalf("run: %v, want ErrInterrupted (outcome %+v)", err, out)
+			}
+			if out.InterruptStage != tc.wantStage || out.Interrupted != os.Interrupt {
+				t.Fatalf("interrupted at stage %d by %v, want stage %d by SIGINT", out.InterruptStage, out.Interrupted, tc.wantStage)
+			}
+			var recorded *timeline.Event
+			for _, e := range rec.Events() {
+				if e.Step == "interrupted" {
+					e := e
+					recorded = &e
+				}
+			}
+			if recorded == nil || !strings.Contains(recorded.Msg, "SIGINT") {
+				t.Fatalf("the timeline does not record the interrupt: %+v", recorded)
+			}
+			group := filepath.Join(mustMount(t), GroupName(cfg.Spec))
+			switch {
+			case tc.wantStage == StageMatch:
+				if _, err := os.Stat(group); err == nil {
+					t.Fatalf("an interrupt before anything changed left a group %s", group)
+				}
+				if n := c.Population(); n != 300 {
+					t.Fatalf("chain at %d after an interrupt before anything changed, want 300", n)
+				}
+			case tc.wantHeld:
+				rounds := 0
+				for _, e := range rec.Events() {
+					if e.Step == "freeze-round" {
+						rounds++
+					}
+				}
+				if rounds != 1 || hasStep(rec, "fixed") {
+					t.Fatalf("%d freeze rounds ran (fixed set: %v); the interrupt after round 1 must end growth there", rounds, hasStep(rec, "fixed"))
+				}
+				if n := c.Population(); n < 300 {
+					t.Fatalf("chain at %d after the interrupt, want it whole (300): nothing may be killed", n)
+				}
+				events, err := os.ReadFile(filepath.Join(group, "cgroup.events"))
+				if err != nil || !strings.Contains(string(events), "frozen 1") {
+					t.Fatalf("group %s after the interrupt: %q %v, want frozen 1", group, events, err)
+				}
+				procs, _ := os.ReadFile(filepath.Join(group, "cgroup.procs"))
+				if n := len(strings.Fields(string(procs))); n < 200 {
+					t.Fatalf("group holds %d processes after round 1, want most of the 300", n)
+				}
+				for _, pid := range c.Survivors() {
+					if st, err := proc.Default.ReadStat(pid); err == nil && st.State == 'T' {
+						// A stopped task outside the group would be a
+						// half-moved round.
+						if !inGroup(group, pid) {
+							t.Fatalf("pid %d is stopped outside the group: a half-moved round", pid)
+						}
+					}
+				}
+			}
+			// Run again, as the printed command does: it reuses the
+			// held group and reaches zero.
+			cfg.Interrupt = nil
+			rec2, _ := timeline.New("", nil)
+			out2, err := Run(cfg, rec2)
+			if err != nil || !out2.Zero {
+				t.Fatalf("rerun after the interrupt: %+v %v", out2, err)
+			}
+			if tc.wantHeld && !hasStep(rec2, "reuse") {
+				t.Fatal("the rerun did not reuse the held group")
+			}
+			if left := c.Survivors(); len(left) > 0 {
+				t.Fatalf("%d alive after the rerun", len(left))
+			}
+			noGroupLeft(t, cfg.Spec)
+		})
+	}
+}
+
+func mustMount(t *testing.T) string {
+	m, err := freeze.Cgroup2Mount()
+	if err != nil {
+		t.Skip(err)
+	}
+	return m
+}
+
+func inGroup(group string, pid int) bool {
+	b, _ := os.ReadFile(filepath.Join(group, "cgroup.procs"))
+	for _, f := range strings.Fields(string(b)) {
+		if f == strconv.Itoa(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasStep(rec *timeline.Recorder, step string) bool {
+	for _, e := range rec.Events() {
+		if e.Step == step {
+			return true
+		}
+	}
+	return false
+}
