@@ -23,6 +23,7 @@ import (
 	"freeze/internal/priority"
 	"freeze/internal/priority/early"
 	"freeze/internal/proc"
+	"freeze/internal/runlock"
 	"freeze/internal/timeline"
 )
 
@@ -189,6 +190,22 @@ func runStop(o out, args []string) int {
 		o.warnf("%v", err)
 	}
 
+	command := append([]string{"freeze"}, args...)
+	var lock *runlock.Lock
+	if !f.dryRun {
+		var held *runlock.HeldError
+		lock, err = runlock.Acquire(proc.Default, runlock.Dir(), incident.GroupName(spec), command)
+		switch {
+		case errors.As(err, &held):
+			o.errorf("refused: another freeze run is working on this chain: %s", held.Holder)
+			o.hintf("let it finish; if it is stuck, 'kill -INT %d' ends it in a recorded state, then run this again (a lock whose run died is taken over by the next run: %s)", held.Holder.PID, held.Path)
+			return exitRefused
+		case err != nil:
+			o.warnf("cannot take the run lock: %v; carrying on without it, so a second run on this chain would not be kept out", err)
+		}
+		defer lock.Release()
+	}
+
 	path := f.timeline
 	if path == "" && !f.dryRun {
 		path = filepath.Join(timelineDir, incident.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
@@ -200,11 +217,15 @@ func runStop(o out, args []string) int {
 	if rec.Path() != "" {
 		o.sayf("timeline: %s", rec.Path())
 	}
+	if lock != nil && lock.Stale != nil {
+		rec.Record(0, "lock-takeover", fmt.Sprintf("took over the run lock from a run that ended without releasing it: %s", *lock.Stale),
+			timeline.F{"lock": lock.Path(), "stale_pid": lock.Stale.PID, "stale_start_ticks": lock.Stale.Start, "stale_command": lock.Stale.Command})
+	}
 	interrupt, stopWatch := watchSignals(rec)
 	res, runErr := incident.Run(incident.Config{
 		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
-		Command: append([]string{"freeze"}, args...), Priority: raised,
+		Command: command, Priority: raised,
 		RevokeExec: f.revoke, Disposable: f.disposable, Force: f.force,
 		Interrupt: interrupt,
 	}, rec)
