@@ -31,6 +31,7 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	if n := chain.WaitPopulation(400, 30*time.Second); n != 400 {
 		t.Fatalf("chain reached %d of 400", n)
 	}
+	removeGroupAtCleanup(t, chain.Path)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
 		Command: []string{bin, "--path", chain.Path, "--timeline", tl}})

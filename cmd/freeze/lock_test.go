@@ -11,6 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
+	"freeze/internal/freeze"
+	"freeze/internal/incident"
+	"freeze/internal/match"
 	"freeze/internal/proc"
 )
 
@@ -28,6 +31,7 @@ func TestConcurrentRunsAndAStaleLock(t *testing.T) {
 	if n := chain.WaitPopulation(300, 30*time.Second); n != 300 {
 		t.Fatalf("chain reached %d of 300", n)
 	}
+	removeGroupAtCleanup(t, chain.Path)
 	run := func(name string) *containtest.Chain {
 		return containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
 			Command: []string{bin, "--path", chain.Path, "--timeline", filepath.Join(t.TempDir(), name+".jsonl")}})
@@ -78,4 +82,36 @@ func TestConcurrentRunsAndAStaleLock(t *testing.T) {
 	if left := chain.Survivors(); len(left) > 0 {
 		t.Fatalf("%d processes of the chain alive after the third run", len(left))
 	}
+}
+
+// removeGroupAtCleanup removes, at cleanup, a group that a failed run left
+// for the chain at path. Its members can only be that chain: the group is
+// named after the chain's file, in the test's own temporary directory.
+func removeGroupAtCleanup(t *testing.T, path string) {
+	tg, err := match.Resolve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := incident.GroupName(match.Spec{Targets: []match.Target{tg}})
+	t.Cleanup(func() {
+		var dirs []string
+		if mount, err := freeze.Cgroup2Mount(); err == nil {
+			dirs = append(dirs, filepath.Join(mount, name))
+		}
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup/freezer", name))
+		for _, d := range dirs {
+			if _, err := os.Stat(d); err != nil {
+				continue
+			}
+			os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+			os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
+			end := time.Now().Add(10 * time.Second)
+			for os.Remove(d) != nil && time.Now().Before(end) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if _, err := os.Stat(d); err == nil {
+				t.Errorf("cgroup %s left behind and could not be removed", d)
+			}
+		}
+	})
 }
