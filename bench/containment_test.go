@@ -112,11 +112,29 @@ var (
 )
 
 // runFreeze runs freeze and keeps what it printed, for -show, and its
-// peak RSS from the kernel's accounting of the finished child.
-func runFreeze(bin string, args ...string) {
+// peak RSS from the kernel's accounting of the finished child. When stop
+// closes (the deadline passed and the measurement is taken), a freeze
+// still running is killed with its process group, so it cannot act on
+// the next scenario's measurement.
+func runFreeze(stop <-chan struct{}, bin string, args ...string) {
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	freezeOutput, _ = cmd.CombinedOutput()
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		return
+	}
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-stop:
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-exited:
+		}
+	}()
+	cmd.Wait()
+	close(exited)
+	freezeOutput = []byte(buf.String())
 	if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			freezeRSS = ru.Maxrss
@@ -149,14 +167,14 @@ func responders() []responder {
 			for _, p := range paths(cs) {
 				args = append(args, "--path", p)
 			}
-			runFreeze(bin, args...)
+			runFreeze(stop, bin, args...)
 		}},
 		{"freeze-sigstop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			args := []string{"--method", "sigstop", "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
 			for _, p := range paths(cs) {
 				args = append(args, "--path", p)
 			}
-			runFreeze(bin, args...)
+			runFreeze(stop, bin, args...)
 		}},
 		{"freeze-chrt", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What the runbook advises when the shell is starved: start
@@ -165,7 +183,7 @@ func responders() []responder {
 			for _, p := range paths(cs) {
 				args = append(args, "--path", p)
 			}
-			runFreeze("chrt", args...)
+			runFreeze(stop, "chrt", args...)
 		}},
 		{"killall-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) { killLoop(stop, paths(cs)) }},
 		{"pkill-f-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
@@ -271,6 +289,9 @@ func TestContainment(t *testing.T) {
 					}
 					t.Logf("%s: zero %.0f ms, survivors %d, decoy harmed %v, peak %d", name, r.ZeroMS, r.Survivors, r.DecoyHarmed, r.Peak)
 					results = append(results, r)
+					// Write as it goes: a run cut short keeps what it measured.
+					b, _ := json.MarshalIndent(results, "", "  ")
+					os.WriteFile(*outJSON, b, 0o644)
 				})
 			}
 		}

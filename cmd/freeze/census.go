@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/census"
+	"freeze/internal/match"
 	"freeze/internal/proc"
 )
 
@@ -74,7 +75,7 @@ func runCensus(o out, args []string) int {
 	fmt.Fprintln(tw, "count\torphans\tcpu%\t+new\t-gone\toldest\tpgrps\tsessions\t\texecutable")
 	for _, row := range r.Rows {
 		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%s\t%d\t%d\t\t%s\n", row.Count, row.Orphaned, row.CPUPercent, row.Appeared, row.Vanished,
-			age(row.OldestAgeS), row.Groups, row.Sessions, row.Exe)
+			age(row.OldestAgeS), row.Groups, row.Sessions, match.OneLine(row.Exe))
 	}
 	tw.Flush()
 	suspects := 0
@@ -84,7 +85,7 @@ func runCensus(o out, args []string) int {
 				fmt.Fprintln(w, "\nsuspects:")
 			}
 			suspects++
-			fmt.Fprintf(w, "  %s: %s\n", filepath.Base(row.Exe), row.Reasons)
+			fmt.Fprintf(w, "  %s: %s\n", match.OneLine(filepath.Base(row.Exe)), row.Reasons)
 		}
 	}
 	if suspects == 0 {
@@ -95,7 +96,7 @@ func runCensus(o out, args []string) int {
 		for _, p := range r.Ports {
 			owner := "owner unknown (another user's process, or not found in time)"
 			if p.PID != 0 {
-				owner = fmt.Sprintf("pid %d %s", p.PID, p.Exe)
+				owner = fmt.Sprintf("pid %d %s", p.PID, match.OneLine(p.Exe))
 			}
 			fmt.Fprintf(w, "  %-5s %s:%d  %s\n", p.Proto, p.Addr, p.Port, owner)
 		}

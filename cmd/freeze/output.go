@@ -4,30 +4,32 @@ import (
 	"fmt"
 	"io"
 
+	"freeze/internal/match"
 	"freeze/internal/timeline"
 )
 
 // All of freeze's words to the operator go through here: one voice on
-// stderr, "freeze: " first, lower case.
+// stderr, "freeze: " first, lower case, one message a line (a control
+// character in a path is escaped, never printed).
 
 type out struct {
 	stdout, stderr io.Writer
 }
 
 func (o out) errorf(format string, a ...any) {
-	fmt.Fprintf(o.stderr, "freeze: error: "+format+"\n", a...)
+	fmt.Fprintf(o.stderr, "freeze: error: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
 }
 
 func (o out) hintf(format string, a ...any) {
-	fmt.Fprintf(o.stderr, "freeze: hint: "+format+"\n", a...)
+	fmt.Fprintf(o.stderr, "freeze: hint: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
 }
 
 func (o out) warnf(format string, a ...any) {
-	fmt.Fprintf(o.stderr, "freeze: warning: "+format+"\n", a...)
+	fmt.Fprintf(o.stderr, "freeze: warning: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
 }
 
 func (o out) sayf(format string, a ...any) {
-	fmt.Fprintf(o.stderr, "freeze: "+format+"\n", a...)
+	fmt.Fprintf(o.stderr, "freeze: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
 }
 
 var stageNames = map[int]string{1: "match", 2: "freeze growth", 3: "kill rounds", 4: "confirm and record"}
@@ -42,5 +44,5 @@ func (o out) progress(e timeline.Event) {
 	if e.Stage > 0 {
 		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, stageNames[e.Stage])
 	}
-	fmt.Fprintf(o.stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, e.Msg)
+	fmt.Fprintf(o.stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, match.OneLine(e.Msg))
 }

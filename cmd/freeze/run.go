@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,7 +138,7 @@ func runStop(o out, args []string) int {
 	}
 	if fl.NArg() > 0 {
 		o.errorf("unexpected argument %q", fl.Arg(0))
-		o.hintf("name the executable with --path %s, or see 'freeze --help'", fl.Arg(0))
+		o.hintf("name the executable with --path %s, or see 'freeze --help'", match.ShellQuote(fl.Arg(0)))
 		return exitUsage
 	}
 	spec, code := f.spec(o)
@@ -160,7 +162,7 @@ func runStop(o out, args []string) int {
 	for _, d := range f.disposable {
 		if !filepath.IsAbs(d) {
 			o.errorf("--disposable %q is not absolute", d)
-			o.hintf("give the full path, for example --disposable %s", mustAbs(d))
+			o.hintf("give the full path, for example --disposable %s", match.ShellQuote(mustAbs(d)))
 			return exitUsage
 		}
 	}
@@ -181,6 +183,15 @@ func runStop(o out, args []string) int {
 		o.errorf("--hold and --dry-run together: a dry run changes nothing, so there is nothing to hold")
 		o.hintf("drop one of them")
 		return exitUsage
+	}
+
+	if hide := proc.Default.HidePID(); hide != "" && os.Geteuid() != 0 {
+		if !f.force {
+			o.errorf("refused: /proc is mounted with hidepid=%s, which hides other users' processes from you: freeze could not see a chain run by another user, nor confirm zero", hide)
+			o.hintf("run freeze as root (sudo freeze ...); or add --force to act only on the processes you can see; nothing was changed")
+			return exitRefused
+		}
+		o.warnf("/proc is mounted with hidepid=%s: other users' processes are hidden from you; acting only on your own (--force)", hide)
 	}
 
 	// Against a chain spinning at its cap an ordinary process gets one
@@ -210,13 +221,7 @@ func runStop(o out, args []string) int {
 	if path == "" && !f.dryRun {
 		path = filepath.Join(timelineDir, incident.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
 	}
-	rec, err := timeline.New(path, o.progress)
-	if err != nil {
-		o.warnf("cannot write the timeline: %v; carrying on, the timeline stays in memory", err)
-	}
-	if rec.Path() != "" {
-		o.sayf("timeline: %s", rec.Path())
-	}
+	rec := openTimeline(o, path)
 	if lock != nil && lock.Stale != nil {
 		rec.Record(0, "lock-takeover", fmt.Sprintf("took over the run lock from a run that ended without releasing it: %s", *lock.Stale),
 			timeline.F{"lock": lock.Path(), "stale_pid": lock.Stale.PID, "stale_start_ticks": lock.Stale.Start, "stale_command": lock.Stale.Command})
@@ -230,10 +235,43 @@ func runStop(o out, args []string) int {
 		Interrupt: interrupt,
 	}, rec)
 	stopWatch()
+	closeTimeline(o, rec)
+	return report(o, f, rec, res, runErr)
+}
+
+// openTimeline starts the recorder. A location that cannot be written
+// (read-only, full, missing permissions) does not stop the run: the
+// events stay in memory and closeTimeline saves them elsewhere.
+func openTimeline(o out, path string) *timeline.Recorder {
+	rec, err := timeline.New(path, o.progress)
+	if err != nil {
+		o.warnf("cannot write the timeline: %v; carrying on: the record stays in memory and is saved elsewhere at the end", err)
+	}
+	rec.OnWriteError(func(err error) {
+		o.warnf("the timeline %s stopped taking events: %v; carrying on: the record stays in memory and is saved elsewhere at the end", path, err)
+	})
+	if rec.Path() != "" {
+		o.sayf("timeline: %s", rec.Path())
+	}
+	return rec
+}
+
+// fallbackDirs take a timeline whose own location failed: /dev/shm is
+// memory, so it takes one even when every disk is full.
+var fallbackDirs = []string{os.TempDir(), "/dev/shm"}
+
+func closeTimeline(o out, rec *timeline.Recorder) {
 	if err := rec.Close(); err != nil {
 		o.warnf("%v", err)
 	}
-	return report(o, f, rec, res, runErr)
+	if !rec.Incomplete() {
+		return
+	}
+	if p, err := rec.SaveCopy(fallbackDirs...); err == nil {
+		o.sayf("the timeline was saved instead to %s", p)
+	} else {
+		o.warnf("the timeline could not be saved anywhere (%v); the lines above are the record", err)
+	}
 }
 
 // watchSignals catches SIGINT and SIGTERM for the whole run. The first is
@@ -285,15 +323,15 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 		switch {
 		case errors.Is(err, match.ErrRelative):
 			o.errorf("--path %q is not absolute", p)
-			o.hintf("give the full path, for example --path %s", mustAbs(p))
+			o.hintf("give the full path, for example --path %s", match.ShellQuote(mustAbs(p)))
 			return spec, exitUsage
 		case errors.Is(err, fs.ErrNotExist):
 			o.errorf("--path %s: no such file", p)
-			o.hintf("a binary replaced during a rebuild still matches by its old path once the new one is in place; check the path with 'ls -l %s'", p)
+			o.hintf("a binary replaced during a rebuild still matches by its old path once the new one is in place; check the path with ls -l %s", match.ShellQuote(p))
 			return spec, exitUsage
 		case errors.Is(err, match.ErrNotRegular):
 			o.errorf("--path %v", err)
-			o.hintf("to match everything run from a directory, use --under %s", p)
+			o.hintf("to match everything run from a directory, use --under %s", match.ShellQuote(p))
 			return spec, exitUsage
 		case err != nil:
 			o.errorf("--path %s: %v", p, err)
@@ -312,7 +350,7 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 	for _, d := range f.under {
 		if !filepath.IsAbs(d) {
 			o.errorf("--under %q is not absolute", d)
-			o.hintf("give the full path, for example --under %s", mustAbs(d))
+			o.hintf("give the full path, for example --under %s", match.ShellQuote(mustAbs(d)))
 			return spec, exitUsage
 		}
 		st, err := os.Stat(d)
@@ -407,6 +445,13 @@ func report(o out, f stopFlags, rec *timeline.Recorder, res incident.Outcome, ru
 		o.sayf("holding %d processes frozen in %s", res.Matched, res.Group)
 		o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
 		o.sayf("to thaw instead:   %s", thawCommand(res))
+	case errors.As(runErr, new(*incident.HiddenError)):
+		s.Outcome = "refused"
+		s.Error = runErr.Error()
+		code = exitRefused
+		o.errorf("refused: %d processes named %q belong to other users and cannot be inspected without root (reading /proc/PID/exe: permission denied), so freeze cannot tell whether they run the target, nor stop them", len(res.Hidden), res.Hidden[0].Comm)
+		sayHidden(o, res.Hidden)
+		o.hintf("run freeze as root (sudo freeze ...); or add --force to act only on your own processes; nothing was changed")
 	case res.Interrupted != nil:
 		s.Outcome = "interrupted"
 		s.Error = runErr.Error()
@@ -479,6 +524,10 @@ func report(o out, f stopFlags, rec *timeline.Recorder, res incident.Outcome, ru
 			}
 		}
 	}
+	if len(res.Hidden) > 0 && code != exitRefused {
+		o.warnf("%d processes named %q of other users could not be inspected (permission denied without root) and were left alone:", len(res.Hidden), res.Hidden[0].Comm)
+		sayHidden(o, res.Hidden)
+	}
 	for _, z := range res.Zombies {
 		s.Zombies = append(s.Zombies, zombieJSON{z.PID, z.PPID})
 	}
@@ -493,6 +542,21 @@ func report(o out, f stopFlags, rec *timeline.Recorder, res incident.Outcome, ru
 		fmt.Fprintln(o.stdout, string(b))
 	}
 	return code
+}
+
+// sayHidden lists processes that could not be inspected, with their owner.
+func sayHidden(o out, hidden []match.Hidden) {
+	for i, h := range hidden {
+		if i == 10 {
+			o.sayf("  ... and %d more", len(hidden)-10)
+			break
+		}
+		name := "?"
+		if u, err := user.LookupId(strconv.Itoa(h.UID)); err == nil {
+			name = u.Username
+		}
+		o.sayf("  pid %d, uid %d (%s)", h.PID, h.UID, name)
+	}
 }
 
 func targetArgs(f stopFlags) []string {

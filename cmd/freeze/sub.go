@@ -134,22 +134,14 @@ func runDrill(o out, args []string) int {
 		*tpath = filepath.Join(timelineDir, "drill-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
 	}
 	raised, _ := raise()
-	rec, err := timeline.New(*tpath, o.progress)
-	if err != nil {
-		o.warnf("cannot write the timeline: %v; carrying on, the timeline stays in memory", err)
-	}
 	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
-	if rec.Path() != "" {
-		o.sayf("timeline: %s", rec.Path())
-	}
+	rec := openTimeline(o, *tpath)
 	rep, err := drill.Run(drill.Config{Size: *size, Shape: *shape, Method: m, Timeout: *timeout, Rounds: defaultRounds, Priority: raised},
 		rec, func(s string) { rec.Record(0, "drill", s, nil) })
 	ok := err == nil && rep.StopErr == nil && rep.Outcome.Zero && len(rep.Leftovers) == 0
 	rec.Record(0, "drill-end", fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
 		timeline.F{"passed": ok, "reached": rep.Reached, "leftovers": rep.Leftovers})
-	if cerr := rec.Close(); cerr != nil {
-		o.warnf("%v", cerr)
-	}
+	closeTimeline(o, rec)
 	if err != nil {
 		o.errorf("drill: %v", err)
 	}

@@ -77,6 +77,19 @@ type Outcome struct {
 	// InterruptStage the step it ended in (0: nothing had changed).
 	Interrupted    os.Signal
 	InterruptStage int
+	// Hidden are processes named like a target that could not be
+	// inspected (see HiddenError).
+	Hidden []match.Hidden
+}
+
+// HiddenError refuses a run that cannot see all of the chain: live
+// processes named like a target that this user may not inspect (another
+// user's, without root). Stopping the part one can see does not stop a
+// chain, and zero could not be confirmed. --force acts on the visible part.
+type HiddenError struct{ Hidden []match.Hidden }
+
+func (e *HiddenError) Error() string {
+	return fmt.Sprintf("%d processes named like the target could not be inspected (permission denied): another user's, seen without root", len(e.Hidden))
 }
 
 // ErrInterrupted means SIGINT or SIGTERM ended the run between two steps;
@@ -163,6 +176,19 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		timeline.F{"matched": res.Live(), "by_path": res.Counts[match.ByPath], "by_deleted": res.Counts[match.ByDeleted],
 			"by_under": res.Counts[match.ByUnder], "descendants": res.Counts[match.ByDescendant],
 			"zombies": len(res.Zombies), "scanned": res.Scanned, "scan_ms": ms(time.Since(t0))})
+
+	out.Hidden = res.Hidden
+	if len(res.Hidden) > 0 {
+		var pids []int
+		for _, h := range res.Hidden {
+			pids = append(pids, h.PID)
+		}
+		rec.Record(StageMatch, "hidden", fmt.Sprintf("%d processes named %q could not be inspected: reading their exe link was refused (another user's processes, seen without root)", len(res.Hidden), res.Hidden[0].Comm),
+			timeline.F{"pids": pids, "force": c.Force})
+		if !c.Force && !c.DryRun {
+			return out, &HiddenError{Hidden: res.Hidden}
+		}
+	}
 
 	if !c.DryRun && interrupted() {
 		return stopNothing(StageMatch)

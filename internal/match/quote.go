@@ -1,9 +1,14 @@
 package match
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // ShellQuote quotes s for a command line an operator can paste: plain
-// when it holds only safe characters, else in single quotes.
+// when it holds only safe characters, in single quotes otherwise, and in
+// bash's $'...' form when it holds a control character (a newline in a
+// path must not break the printed command, or the line it is on).
 func ShellQuote(s string) string {
 	safe := func(r rune) bool {
 		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@", r)
@@ -11,5 +16,39 @@ func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool { return !safe(r) }) < 0 {
 		return s
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	if strings.IndexFunc(s, isControl) < 0 {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' || c == '\'':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// OneLine makes s safe to print on one line: control characters are
+// escaped as Go would quote them, the rest is left as it is.
+func OneLine(s string) string {
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	q := fmt.Sprintf("%q", s)
+	return q[1 : len(q)-1]
 }

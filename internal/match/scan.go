@@ -2,11 +2,14 @@ package match
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"freeze/internal/proc"
 )
@@ -59,10 +62,20 @@ type Zombie struct {
 	Comm string
 }
 
+// Hidden is a live process that may belong to the chain but could not be
+// inspected: reading its exe link was refused (another user's process,
+// seen without root), and its name is a target's.
+type Hidden struct {
+	proc.ID
+	UID  int
+	Comm string
+}
+
 // Result is one scan.
 type Result struct {
 	Procs   []Proc
 	Zombies []Zombie
+	Hidden  []Hidden
 	Scanned int // processes looked at
 	Counts  map[Reason]int
 }
@@ -146,8 +159,11 @@ func (s *Scanner) Scan() (Result, error) {
 				continue
 			}
 			nodes = append(nodes, n)
-			if r, exe := s.matchExe(pid); r != 0 && s.matchArgs(pid) {
+			r, exe, err := s.matchExe(pid)
+			if r != 0 && s.matchArgs(pid) {
 				matched[pid] = hit{r, exe}
+			} else if errors.Is(err, fs.ErrPermission) && s.comms[st.Comm] {
+				res.Hidden = append(res.Hidden, Hidden{ID: proc.ID{PID: pid, Start: st.Start}, UID: s.owner(pid), Comm: st.Comm})
 			}
 		}
 		if err != nil || len(names) == 0 {
@@ -206,39 +222,52 @@ func (s *Scanner) Scan() (Result, error) {
 // almost every process: a different device and inode with a link count
 // above zero cannot be a target. Only deleted files and --under need the
 // link's text.
-func (s *Scanner) matchExe(pid int) (Reason, string) {
+func (s *Scanner) matchExe(pid int) (Reason, string, error) {
 	f, err := s.fs.ExeFile(pid)
 	if err != nil {
-		return 0, ""
+		return 0, "", err
 	}
 	for _, t := range s.spec.Targets {
 		if f.Dev == t.File.Dev && f.Ino == t.File.Ino {
-			return ByPath, t.Path
+			return ByPath, t.Path, nil
 		}
 	}
 	if f.Nlink > 0 && len(s.spec.Under) == 0 {
-		return 0, ""
+		return 0, "", nil
 	}
 	path, deleted, err := s.fs.ExePath(pid)
 	if err != nil {
-		return 0, ""
+		return 0, "", err
 	}
 	if deleted {
 		for _, t := range s.spec.Targets {
 			if path == t.Path {
-				return ByDeleted, path
+				return ByDeleted, path, nil
 			}
 		}
 	}
 	for _, d := range s.spec.Under {
 		if strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") {
 			if deleted {
-				return ByUnder, "" // the file is gone: nothing to revoke
+				return ByUnder, "", nil // the file is gone: nothing to revoke
 			}
-			return ByUnder, path
+			return ByUnder, path, nil
 		}
 	}
-	return 0, ""
+	return 0, "", nil
+}
+
+// owner is the uid that owns /proc/PID: the process's effective uid
+// (proc(5)), or -1.
+func (s *Scanner) owner(pid int) int {
+	fi, err := os.Stat(s.fs.Root + "/" + strconv.Itoa(pid))
+	if err != nil {
+		return -1
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
 }
 
 type hit struct {

@@ -116,3 +116,23 @@ func TestExeFileOfDeletedBinary(t *testing.T) {
 		t.Fatalf("ExePath = %q, %v, %v; want %q, deleted", path, deleted, err, c.Path+".old")
 	}
 }
+
+func TestParseHidePID(t *testing.T) {
+	const plain = "21 26 0:20 / /proc rw,relatime - proc proc rw\n"
+	cases := []struct {
+		name, info, want string
+	}{
+		{"none", plain, ""},
+		{"invisible", plain + "62 44 0:38 / /proc rw,relatime - proc proc rw,hidepid=invisible\n", "invisible"},
+		{"numeric", "21 26 0:20 / /proc rw shared:12 - proc proc rw,hidepid=2,gid=5\n", "2"},
+		{"zero", "21 26 0:20 / /proc rw - proc proc rw,hidepid=0\n", ""},
+		{"later mount wins", "21 26 0:20 / /proc rw - proc proc rw,hidepid=2\n" + plain, ""},
+		{"other mount point", "30 26 0:21 / /mnt/proc rw - proc proc rw,hidepid=2\n" + plain, ""},
+		{"not proc", "30 26 0:21 / /proc rw - tmpfs none rw,hidepid=2\n", ""},
+	}
+	for _, c := range cases {
+		if got := parseHidePID([]byte(c.info), "/proc"); got != c.want {
+			t.Errorf("%s: hidepid %q, want %q", c.name, got, c.want)
+		}
+	}
+}

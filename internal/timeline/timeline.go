@@ -11,9 +11,11 @@ package timeline
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -61,7 +63,9 @@ const closeWait = 2 * time.Second
 type Recorder struct {
 	start   time.Time
 	path    string
+	want    string // the path asked for, even when it could not be opened
 	onEvent func(Event)
+	onErr   func(error)
 
 	mu      sync.Mutex
 	events  []Event
@@ -77,7 +81,7 @@ type Recorder struct {
 // (in memory only) together with the error, so the caller can warn and go
 // on. onEvent, if set, sees every event as it happens.
 func New(path string, onEvent func(Event)) (*Recorder, error) {
-	r := &Recorder{start: time.Now(), path: path, onEvent: onEvent}
+	r := &Recorder{start: time.Now(), path: path, want: path, onEvent: onEvent}
 	if path == "" {
 		return r, nil
 	}
@@ -105,12 +109,16 @@ func (r *Recorder) write(f *os.File) {
 		// it recorded up to then.
 		if err := w.Flush(); err != nil {
 			r.mu.Lock()
-			if r.werr == nil {
+			first := r.werr == nil
+			if first {
 				r.werr = err
 			}
 			r.dropped++
 			r.mu.Unlock()
 			w.Reset(f)
+			if first && r.onErr != nil {
+				r.onErr(err)
+			}
 		}
 	}
 	f.Close()
@@ -118,6 +126,59 @@ func (r *Recorder) write(f *os.File) {
 
 // Path is where the timeline is written, or "" when it is in memory only.
 func (r *Recorder) Path() string { return r.path }
+
+// OnWriteError sets a function told once, from the writer, when the file
+// stops taking events (a full disk). Set it before the first Record.
+func (r *Recorder) OnWriteError(f func(error)) { r.onErr = f }
+
+// Incomplete reports whether events asked to go to a file did not all
+// reach it: the file could not be opened, or writes to it failed. Call it
+// after Close.
+func (r *Recorder) Incomplete() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.want != "" && (r.path == "" || r.dropped > 0)
+}
+
+// SaveCopy writes every event recorded in memory to a new file in the
+// first of dirs that takes it, and makes that the recorder's path. It is
+// the way out when the asked-for location was read-only or full.
+func (r *Recorder) SaveCopy(dirs ...string) (string, error) {
+	var b []byte
+	for _, e := range r.Events() {
+		line, err := json.Marshal(e)
+		if err != nil {
+			continue
+		}
+		b = append(append(b, line...), '\n')
+	}
+	name := filepath.Base(r.want)
+	if name == "." || name == "/" || name == "" {
+		name = "freeze-" + r.start.UTC().Format("20060102T150405Z") + ".jsonl"
+	}
+	var errs []error
+	for _, d := range dirs {
+		f, err := os.CreateTemp(d, strings.TrimSuffix(name, ".jsonl")+"-*.jsonl")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(f.Name())
+			errs = append(errs, err)
+			continue
+		}
+		r.mu.Lock()
+		r.path = f.Name()
+		r.mu.Unlock()
+		return f.Name(), nil
+	}
+	return "", errors.Join(errs...)
+}
 
 // Record adds an event.
 func (r *Recorder) Record(stage int, step, msg string, fields F) Event {
