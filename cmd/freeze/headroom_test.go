@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+)
+
+// pidHeadroom is the number of tasks (threads count: pids.max counts
+// them) freeze needs, as the README and the runbook state it. Measured
+// here: freeze starts and runs with 6 (the Go runtime's threads with cgo);
+// the stated figure leaves 2 for threads the runtime adds under load.
+// Below it the runtime cannot start a thread and dies at once ("runtime/
+// cgo: pthread_create failed", exit 2) before it has changed anything.
+const pidHeadroom = 8
+
+// freeze run from inside a pids cgroup that allows it only the stated
+// headroom, while the chain spins at its own cap, brings the chain to
+// zero. The search below the stated figure logs the smallest headroom
+// that worked, for the README; only the stated figure is asserted.
+func TestRunsWithinItsPidHeadroom(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: freeze and the chain are capped by pids cgroups")
+	}
+	bin := buildFreeze(t)
+	run := func(t *testing.T, headroom int) (bool, string, *containtest.Chain) {
+		chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
+		if n := chain.WaitPopulation(300, 30*time.Second); n != 300 {
+			t.Fatalf("chain reached %d of 300", n)
+		}
+		removeGroupAtCleanup(t, chain.Path)
+		fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: headroom, HopCap: 1, Timeout: 90 * time.Second,
+			Command: []string{bin, "--path", chain.Path, "--timeline", filepath.Join(t.TempDir(), "t.jsonl")}})
+		ws, ok := fz.Exit(60 * time.Second)
+		if !ok {
+			t.Fatalf("freeze with a headroom of %d did not end in 60 s:\n%s", headroom, fz.Stderr())
+		}
+		return ws.ExitStatus() == 0 && len(chain.Survivors()) == 0, fz.Stderr(), chain
+	}
+	// Too little: freeze dies in the runtime's start, and the chain is
+	// exactly as it was (nothing half-done).
+	t.Run("too-little", func(t *testing.T) {
+		ok, stderr, chain := run(t, 2)
+		if ok {
+			t.Fatalf("freeze reached zero with 2 tasks: the stated headroom is out of date:\n%s", stderr)
+		}
+		if n := chain.Population(); n != 300 {
+			t.Fatalf("a freeze that could not start left the chain at %d, want 300 untouched", n)
+		}
+	})
+	t.Run("search", func(t *testing.T) {
+		for h := 4; h < pidHeadroom; h++ {
+			if ok, _, _ := run(t, h); ok {
+				t.Logf("smallest headroom that reached zero: %d tasks", h)
+				return
+			}
+		}
+		t.Logf("nothing below %d reached zero", pidHeadroom)
+	})
+	t.Run("stated", func(t *testing.T) {
+		if ok, stderr, _ := run(t, pidHeadroom); !ok {
+			t.Fatalf("freeze within a pids cap of %d did not bring the chain to zero:\n%s", pidHeadroom, stderr)
+		}
+	})
+}
