@@ -79,10 +79,23 @@ func paths(chains []*containtest.Chain) []string {
 // when stop closes, the whole group is killed, so a loop ends promptly
 // even while one of its invocations is starved by the chain.
 func runCmd(stop <-chan struct{}, name string, args ...string) int {
-	cmd := exec.Command(name, args...)
+	err := runOwned(stop, exec.Command(name, args...))
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// runOwned runs cmd in its own process group and kills the group when
+// stop closes.
+func runOwned(stop <-chan struct{}, cmd *exec.Cmd) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return -1
+		return err
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -96,14 +109,7 @@ func runCmd(stop <-chan struct{}, name string, args ...string) int {
 	}()
 	err := cmd.Wait()
 	close(exited)
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
+	return err
 }
 
 var (
@@ -118,22 +124,9 @@ var (
 // the next scenario's measurement.
 func runFreeze(stop <-chan struct{}, bin string, args ...string) {
 	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var buf strings.Builder
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Start(); err != nil {
-		return
-	}
-	exited := make(chan struct{})
-	go func() {
-		select {
-		case <-stop:
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		case <-exited:
-		}
-	}()
-	cmd.Wait()
-	close(exited)
+	runOwned(stop, cmd)
 	freezeOutput = []byte(buf.String())
 	if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
-	"freeze/internal/freeze"
 	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/proc"
@@ -94,24 +93,6 @@ func removeGroupAtCleanup(t *testing.T, path string) {
 	}
 	name := incident.GroupName(match.Spec{Targets: []match.Target{tg}})
 	t.Cleanup(func() {
-		var dirs []string
-		if mount, err := freeze.Cgroup2Mount(); err == nil {
-			dirs = append(dirs, filepath.Join(mount, name))
-		}
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup/freezer", name))
-		for _, d := range dirs {
-			if _, err := os.Stat(d); err != nil {
-				continue
-			}
-			os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
-			os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
-			end := time.Now().Add(10 * time.Second)
-			for os.Remove(d) != nil && time.Now().Before(end) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if _, err := os.Stat(d); err == nil {
-				t.Errorf("cgroup %s left behind and could not be removed", d)
-			}
-		}
+		containtest.RemoveGroups(t, incident.GroupDirs(name)...)
 	})
 }

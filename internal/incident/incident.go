@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -347,14 +348,24 @@ func removeGroup(g freeze.Group) error {
 	}
 }
 
-func heldGroupExists(name string) bool {
+func heldGroupExists(name string) bool { return len(GroupDirs(name)) > 0 }
+
+// GroupDirs lists the cgroup directories named name that exist: where a
+// --hold or interrupted run left its frozen group (cgroup v2, or the v1
+// freezer).
+func GroupDirs(name string) []string {
+	var dirs []string
 	if mount, err := freeze.Cgroup2Mount(); err == nil {
-		if _, err := os.Stat(mount + "/" + name); err == nil {
-			return true
+		dirs = append(dirs, filepath.Join(mount, name))
+	}
+	dirs = append(dirs, filepath.Join("/sys/fs/cgroup/freezer", name))
+	var out []string
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
 		}
 	}
-	_, err := os.Stat("/sys/fs/cgroup/freezer/" + name)
-	return err == nil
+	return out
 }
 
 // sigName names a signal as operators write it: SIGINT, not "interrupt".

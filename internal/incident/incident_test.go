@@ -63,25 +63,7 @@ func config(t *testing.T, m freeze.Method, paths ...string) Config {
 // members can only be the test's own chain: the group is named after the
 // chain's file, which lives in the test's temporary directory.
 func removeLeftGroups(t *testing.T, name string) {
-	var dirs []string
-	if mount, err := freeze.Cgroup2Mount(); err == nil {
-		dirs = append(dirs, filepath.Join(mount, name))
-	}
-	dirs = append(dirs, filepath.Join("/sys/fs/cgroup/freezer", name))
-	for _, d := range dirs {
-		if _, err := os.Stat(d); err != nil {
-			continue
-		}
-		os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
-		os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
-		end := time.Now().Add(10 * time.Second)
-		for os.Remove(d) != nil && time.Now().Before(end) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if _, err := os.Stat(d); err == nil {
-			t.Errorf("cgroup %s left behind and could not be removed", d)
-		}
-	}
+	containtest.RemoveGroups(t, GroupDirs(name)...)
 }
 
 // startDecoy starts an identical copy of the fixture beside the chain.
