@@ -178,6 +178,14 @@ func responders() []responder {
 			}
 			runFreeze(stop, "chrt", args...)
 		}},
+		{"freeze-nopriority", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			// What the priority lift is worth: the same run without it.
+			args := []string{"FREEZE_PRIORITY=off", bin, "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
+			for _, p := range paths(cs) {
+				args = append(args, "--path", p)
+			}
+			runFreeze(stop, "env", args...)
+		}},
 		{"killall-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) { killLoop(stop, paths(cs)) }},
 		{"pkill-f-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			pattern := strings.Join(paths(cs), "|")

@@ -19,7 +19,9 @@
 // internal/priority), only when root, never for the drill's chain fixture
 // (the same binary, started with a hidden first argument), and only on the
 // calling thread; internal/priority does the rest once main runs. The
-// main goroutine is then locked to that thread.
+// main goroutine is then locked to that thread. FREEZE_PRIORITY=off in
+// the environment turns all of it off (for a machine whose real-time
+// work must not share the CPU, and to measure what the lift is worth).
 package early
 
 // Constants of sched(7) and setrlimit(2), as in lift.c and

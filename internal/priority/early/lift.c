@@ -3,6 +3,7 @@
 
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -20,6 +21,8 @@ long freeze_early_cpu_us; // CPU used before the lift, for the record
 __attribute__((constructor)) static void freeze_early_lift(int argc, char **argv, char **envp) {
 	(void)envp;
 	if (geteuid() != 0) return;
+	const char *off = getenv("FREEZE_PRIORITY");
+	if (off && strcmp(off, "off") == 0) return;
 	if (argc > 1 && argv && argv[1] && strcmp(argv[1], FIXTURE_ARG) == 0) return;
 	struct rlimit lim = {RT_SOFT_LIMIT, RT_HARD_LIMIT};
 	if (setrlimit(RLIMIT_RTTIME, &lim) != 0) return; // the bound first
