@@ -31,6 +31,7 @@ var (
 	outJSON = flag.String("json", "results.json", "where to write every measurement")
 	onlyR   = flag.String("responders", "", "run only responders whose name contains this")
 	showLog = flag.Bool("show", false, "log what freeze printed")
+	render  = flag.String("render", "", "comma-separated JSON files of earlier runs: print their table, run nothing")
 )
 
 // responderDeadline: each responder gets 30 s, as the issue sets.
@@ -302,6 +303,27 @@ func TestContainment(t *testing.T) {
 		t.Errorf("write %s: %v", *outJSON, err)
 	}
 	fmt.Print(table(results))
+}
+
+// TestRender prints the table of earlier runs' JSON files, merged, so a
+// benchmark run in parts (one scenario at a time) gives one table.
+func TestRender(t *testing.T) {
+	if *render == "" {
+		t.Skip("renders earlier results with -args -render a.json,b.json")
+	}
+	var all []Result
+	for _, f := range strings.Split(*render, ",") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []Result
+		if err := json.Unmarshal(b, &rs); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		all = append(all, rs...)
+	}
+	fmt.Print(table(all))
 }
 
 func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
