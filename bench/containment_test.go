@@ -490,7 +490,7 @@ func table(rs []Result) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %.0f | %d/%d | %d | %s |\n", k.s, k.r, zs, reached, len(g), median(sv), harmed, len(g), peak, ratio)
 	}
-	b.WriteString("\nWhere freeze's time goes (medians, from its timeline; start-up is from the responder's start to freeze's first event):\n\n")
+	b.WriteString("\nWhere freeze's time goes (medians over the runs that recorded a timeline, how many in brackets; start-up is from the responder's start to freeze's first event; a stage still running at the deadline counts to the last event it recorded):\n\n")
 	b.WriteString("| scenario | responder | start-up | 1 match | 2 freeze growth | 3 kill rounds | peak RSS |\n")
 	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, k := range order {
@@ -499,10 +499,17 @@ func table(rs []Result) string {
 		}
 		var su, m, f, kl, rss []float64
 		for _, r := range groups[k] {
+			if r.StartupMS <= 0 {
+				continue // no timeline: freeze did not get to record its start
+			}
 			su, m, f, kl = append(su, r.StartupMS), append(m, r.MatchMS), append(f, r.FreezeMS), append(kl, r.KillMS)
 			rss = append(rss, float64(r.RSSKiB))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.1f MiB |\n", k.s, k.r, median(su), median(m), median(f), median(kl), median(rss)/1024)
+		if len(su) == 0 {
+			fmt.Fprintf(&b, "| %s | %s | not started in 30 s (0/%d) | - | - | - | - |\n", k.s, k.r, len(groups[k]))
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f ms (%d/%d) | %.0f ms | %.0f ms | %.0f ms | %.1f MiB |\n", k.s, k.r, median(su), len(su), len(groups[k]), median(m), median(f), median(kl), median(rss)/1024)
 	}
 	return b.String()
 }
