@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/incident"
+	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/timeline"
 )
@@ -410,6 +412,15 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	if strings.HasPrefix(rs.name, "freeze") {
 		breakdown(&r, t0, filepath.Join(dir, "freeze.jsonl"))
 		r.RSSKiB = freezeRSS
+		// A freeze killed at the deadline leaves its group: named after
+		// this pair's own chains, so only they can be in it.
+		var spec match.Spec
+		for _, c := range chains {
+			if tg, err := match.Resolve(c.Path); err == nil {
+				spec.Targets = append(spec.Targets, tg)
+			}
+		}
+		containtest.RemoveGroups(t, incident.GroupDirs(incident.GroupName(spec))...)
 	}
 	for _, c := range chains {
 		if p := c.Peak(); p > r.Peak {

@@ -11,11 +11,13 @@ import (
 
 // pidHeadroom is the number of tasks (threads count: pids.max counts
 // them) freeze needs, as the README and the runbook state it. Measured
-// here: freeze starts and runs with 6 (the Go runtime's threads with cgo);
-// the stated figure leaves 2 for threads the runtime adds under load.
-// Below it the runtime cannot start a thread and dies at once ("runtime/
-// cgo: pthread_create failed", exit 2) before it has changed anything.
-const pidHeadroom = 8
+// here: a run that only scans starts with 6 (the Go runtime's threads
+// with cgo); a full run against a spinning chain failed with 7 or fewer
+// and reached zero with 8. The stated figure leaves 2 for threads the
+// runtime adds under more load. Below the minimum the runtime cannot
+// start a thread and dies ("runtime/cgo: pthread_create failed", exit 2)
+// before it has changed anything.
+const pidHeadroom = 10
 
 // freeze run from inside a pids cgroup that allows it only the stated
 // headroom, while the chain spins at its own cap, brings the chain to
