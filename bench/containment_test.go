@@ -23,6 +23,7 @@ import (
 	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/priority"
+	"freeze/internal/runlock"
 	"freeze/internal/timeline"
 )
 
@@ -421,6 +422,7 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 			}
 		}
 		containtest.RemoveGroups(t, incident.GroupDirs(incident.GroupName(spec))...)
+		os.Remove(filepath.Join(runlock.Dir(), incident.GroupName(spec)+".lock"))
 	}
 	for _, c := range chains {
 		if p := c.Peak(); p > r.Peak {

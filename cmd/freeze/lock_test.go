@@ -14,6 +14,7 @@ import (
 	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/runlock"
 )
 
 // Two runs against one chain do not fight: while the first is mid-run
@@ -94,5 +95,8 @@ func removeGroupAtCleanup(t *testing.T, path string) {
 	name := incident.GroupName(match.Spec{Targets: []match.Target{tg}})
 	t.Cleanup(func() {
 		containtest.RemoveGroups(t, incident.GroupDirs(name)...)
+		// A run the test killed leaves its lock file (harmless: the
+		// next run takes it over), named after the test's own chain.
+		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
 	})
 }
