@@ -265,10 +265,7 @@ func TestContainment(t *testing.T) {
 			t.Fatalf("%s not found: apt-get install psmisc procps", tool)
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "freeze")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/freeze").CombinedOutput(); err != nil {
-		t.Fatalf("build freeze: %v\n%s", err, out)
-	}
+	bin := buildBench(t)
 	// Measure, do not compete: the benchmark's own polling runs above the
 	// chains; each responder starts at ordinary priority (see priority's
 	// SCHED_RESET_ON_FORK), as an operator's shell would.
@@ -327,6 +324,15 @@ func TestRender(t *testing.T) {
 		all = append(all, rs...)
 	}
 	fmt.Print(table(all))
+}
+
+// buildBench builds the freeze binary the responders run.
+func buildBench(t *testing.T) string {
+	bin := filepath.Join(t.TempDir(), "freeze")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/freeze").CombinedOutput(); err != nil {
+		t.Fatalf("build freeze: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func measure(t *testing.T, bin string, sc scenario, rs responder) Result {

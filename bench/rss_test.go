@@ -1,0 +1,50 @@
+package bench
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+)
+
+var rss = flag.Bool("rss", false, "measure freeze's peak RSS against chains of 3,000 and 12,000 (root, minutes)")
+
+// TestFreezeRSS measures freeze's peak RSS (the kernel's ru_maxrss of the
+// finished process) on a full run against a tree of 3,000 and of 12,000.
+// The chain is frozen in its own v2 group first, so freeze gets to run at
+// 12,000 (under 12,000 tasks spinning it does not start within 30 s; see
+// the containment benchmark) and the figure is freeze's, not the load's:
+//
+//	go test ./bench -run FreezeRSS -v -timeout 20m -args -rss
+func TestFreezeRSS(t *testing.T) {
+	if !*rss {
+		t.Skip("measures with -args -rss (root, minutes)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	bin := buildBench(t)
+	for _, n := range []int{3000, 12000} {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: n, HopCap: 1000000,
+			Timeout: 600 * time.Second, Interval: time.Second, V2Group: true})
+		if got := c.WaitPopulation(n, 300*time.Second); got < n {
+			t.Fatalf("the chain reached %d of %d", got, n)
+		}
+		if err := os.WriteFile(filepath.Join(c.V2Dir(), "cgroup.freeze"), []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		t0 := time.Now()
+		runFreeze(stop, bin, "--path", c.Path, "--timeout", "120s", "--timeline", filepath.Join(t.TempDir(), "t.jsonl"))
+		close(stop)
+		left := len(c.Survivors())
+		t.Logf("%d processes: freeze peak RSS %.1f MiB, %v, %d left", n, float64(freezeRSS)/1024, time.Since(t0).Round(time.Millisecond), left)
+		if left > 0 {
+			t.Errorf("freeze left %d of %d:\n%s", left, n, freezeOutput)
+		}
+		c.Kill()
+	}
+}
