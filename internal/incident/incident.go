@@ -157,12 +157,12 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	// stopNothing ends a run interrupted before anything was frozen.
 	stopNothing := func(stage int) (Outcome, error) {
 		out.InterruptStage = stage
-		msg := fmt.Sprintf("interrupted by %s: nothing was frozen", sigName(out.Interrupted))
+		msg := fmt.Sprintf("interrupted by %s: nothing was frozen", SignalName(out.Interrupted))
 		if len(out.Revoked) > 0 {
 			msg += fmt.Sprintf("; exec stays revoked on %d file(s)", len(out.Revoked))
 		}
-		rec.Record(stage, "interrupted", msg, timeline.F{"signal": sigName(out.Interrupted), "frozen": 0, "revoked": len(out.Revoked)})
-		return out, fmt.Errorf("%w by %s", ErrInterrupted, sigName(out.Interrupted))
+		rec.Record(stage, "interrupted", msg, timeline.F{"signal": SignalName(out.Interrupted), "frozen": 0, "revoked": len(out.Revoked)})
+		return out, fmt.Errorf("%w by %s", ErrInterrupted, SignalName(out.Interrupted))
 	}
 
 	scanner := match.NewScanner(c.FS, c.Spec)
@@ -272,9 +272,9 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 			out.InterruptStage = StageFreeze
 			out.Matched = res.Live()
 			rec.Record(StageFreeze, "interrupted", fmt.Sprintf("interrupted by %s after freeze round %d: %s holds what that round moved in (%d moved, %d matched); the set was not yet fixed, so a process started before its parent was stopped may be outside",
-				sigName(out.Interrupted), last.N, g.Where(), last.Moved, last.Matched),
-				timeline.F{"signal": sigName(out.Interrupted), "round": last.N, "moved": last.Moved, "matched": last.Matched, "group": g.Where(), "method": string(g.Method())})
-			return out, fmt.Errorf("%w by %s during freeze growth", ErrInterrupted, sigName(out.Interrupted))
+				SignalName(out.Interrupted), last.N, g.Where(), last.Moved, last.Matched),
+				timeline.F{"signal": SignalName(out.Interrupted), "round": last.N, "moved": last.Moved, "matched": last.Matched, "group": g.Where(), "method": string(g.Method())})
+			return out, fmt.Errorf("%w by %s during freeze growth", ErrInterrupted, SignalName(out.Interrupted))
 		}
 	}
 	if err != nil && !errors.Is(err, freeze.ErrDeadline) {
@@ -298,9 +298,9 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	if interrupted() {
 		out.InterruptStage = StageFreeze
 		out.Matched = res.Live()
-		rec.Record(StageFreeze, "interrupted", fmt.Sprintf("interrupted by %s before the kill rounds: %d processes held in %s", sigName(out.Interrupted), res.Live(), g.Where()),
-			timeline.F{"signal": sigName(out.Interrupted), "set": res.Live(), "group": g.Where(), "method": string(g.Method())})
-		return out, fmt.Errorf("%w by %s before the kill rounds", ErrInterrupted, sigName(out.Interrupted))
+		rec.Record(StageFreeze, "interrupted", fmt.Sprintf("interrupted by %s before the kill rounds: %d processes held in %s", SignalName(out.Interrupted), res.Live(), g.Where()),
+			timeline.F{"signal": SignalName(out.Interrupted), "set": res.Live(), "group": g.Where(), "method": string(g.Method())})
+		return out, fmt.Errorf("%w by %s before the kill rounds", ErrInterrupted, SignalName(out.Interrupted))
 	}
 
 	ko, err := rounds.Run(rounds.Config{FS: c.FS, Scanner: scanner, Group: g, Rounds: c.Rounds, Deadline: deadline, Wait: c.RoundWait, Stop: interrupted}, func(r rounds.Round) {
@@ -310,9 +310,9 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	out.Zero, out.Survivors, out.Zombies = ko.Zero, ko.Survivors, ko.Zombies
 	if errors.Is(err, rounds.ErrStopped) {
 		out.InterruptStage = StageKill
-		rec.Record(StageKill, "interrupted", fmt.Sprintf("interrupted by %s during the kill rounds (%v): what is left stays in %s", sigName(out.Interrupted), err, g.Where()),
-			timeline.F{"signal": sigName(out.Interrupted), "group": g.Where(), "method": string(g.Method())})
-		return out, fmt.Errorf("%w by %s during the kill rounds", ErrInterrupted, sigName(out.Interrupted))
+		rec.Record(StageKill, "interrupted", fmt.Sprintf("interrupted by %s during the kill rounds (%v): what is left stays in %s", SignalName(out.Interrupted), err, g.Where()),
+			timeline.F{"signal": SignalName(out.Interrupted), "group": g.Where(), "method": string(g.Method())})
+		return out, fmt.Errorf("%w by %s during the kill rounds", ErrInterrupted, SignalName(out.Interrupted))
 	}
 	if err != nil {
 		var pids []int
@@ -368,8 +368,9 @@ func GroupDirs(name string) []string {
 	return out
 }
 
-// sigName names a signal as operators write it: SIGINT, not "interrupt".
-func sigName(s os.Signal) string {
+// SignalName names a signal as operators write it: SIGINT, not
+// "interrupt".
+func SignalName(s os.Signal) string {
 	if n, ok := s.(syscall.Signal); ok {
 		if name := unix.SignalName(n); name != "" {
 			return name
@@ -380,9 +381,6 @@ func sigName(s os.Signal) string {
 	}
 	return s.String()
 }
-
-// SignalName is sigName for the command's words.
-func SignalName(s os.Signal) string { return sigName(s) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
