@@ -70,6 +70,14 @@ func raise() ([]string, error) {
 	return raised, err
 }
 
+// liftedAt is when package early lifted the process, or the zero time.
+func liftedAt() time.Time {
+	if ns := early.LiftedAt(); ns > 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
 // timelineDir holds timelines by default: /var/tmp survives a reboot, so
 // the record outlives a machine that had to be restarted.
 const timelineDir = "/var/tmp/freeze"
@@ -230,7 +238,7 @@ func runStop(o out, args []string) int {
 	res, runErr := incident.Run(incident.Config{
 		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
-		Command: command, Priority: raised,
+		Command: command, Priority: raised, LiftedAt: liftedAt(),
 		RevokeExec: f.revoke, Disposable: f.disposable, Force: f.force,
 		Interrupt: interrupt,
 	}, rec)

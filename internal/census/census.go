@@ -49,35 +49,22 @@ type snap struct {
 // take reads the exe link and stat of every process.
 func take(fs proc.FS) map[int]snap {
 	out := map[int]snap{}
-	d, err := os.Open(fs.Root)
-	if err != nil {
-		return out
-	}
-	defer d.Close()
-	for {
-		names, err := d.Readdirnames(1024)
-		for _, n := range names {
-			pid, err := strconv.Atoi(n)
-			if err != nil {
-				continue
-			}
-			st, err := fs.ReadStat(pid)
-			if err != nil || st.Kernel() || st.Zombie() {
-				continue
-			}
-			exe, deleted, err := fs.ExePath(pid)
-			if err != nil {
-				continue // another user's process, unreadable without root
-			}
-			if deleted {
-				exe += " (deleted)"
-			}
-			out[pid] = snap{exe, st.PPID, st.PGRP, st.Session, st.UTime + st.STime, st.Start}
+	pids, _ := fs.PIDs(nil)
+	for _, pid := range pids {
+		st, err := fs.ReadStat(pid)
+		if err != nil || st.Kernel() || st.Zombie() {
+			continue
 		}
-		if err != nil || len(names) == 0 {
-			return out
+		exe, deleted, err := fs.ExePath(pid)
+		if err != nil {
+			continue // another user's process, unreadable without root
 		}
+		if deleted {
+			exe += " (deleted)"
+		}
+		out[pid] = snap{exe, st.PPID, st.PGRP, st.Session, st.UTime + st.STime, st.Start}
 	}
+	return out
 }
 
 // Take samples the machine over sample and builds the report, keeping the

@@ -46,6 +46,10 @@ type Config struct {
 	RoundWait time.Duration
 	Command   []string
 	Priority  []string // what the caller did to its own priority, for the record
+	// LiftedAt is when the process lifted itself at start (package
+	// priority/early), zero if it did not: recorded so that start-up can
+	// be split into the part at ordinary priority and the rest.
+	LiftedAt time.Time
 	// RevokeExec removes the execute bits of the target files (and of
 	// files under --under that matches run) before freezing, guarded by
 	// freeze.CheckRevoke against Disposable roots; Force allows files
@@ -135,12 +139,16 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	if len(c.Priority) > 0 {
 		startMsg += " at " + strings.Join(c.Priority, ", ")
 	}
-	rec.Record(0, "start", startMsg, timeline.F{
+	startFields := timeline.F{
 		"command": c.Command, "pid": os.Getpid(), "uid": os.Getuid(), "targets": targets,
 		"under": c.Spec.Under, "args": c.Spec.Args, "descendants": !c.Spec.NoDescendants,
 		"method_asked": string(c.Method), "hold": c.Hold, "dry_run": c.DryRun,
 		"rounds_max": c.Rounds, "timeout_s": c.Timeout.Seconds(), "priority": c.Priority,
-	})
+	}
+	if !c.LiftedAt.IsZero() {
+		startFields["lifted_at"] = c.LiftedAt.UTC().Format(time.RFC3339Nano)
+	}
+	rec.Record(0, "start", startMsg, startFields)
 
 	interrupted := func() bool {
 		if out.Interrupted != nil {

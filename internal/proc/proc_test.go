@@ -3,6 +3,9 @@ package proc
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -134,5 +137,50 @@ func TestParseHidePID(t *testing.T) {
 		if got := parseHidePID([]byte(c.info), "/proc"); got != c.want {
 			t.Errorf("%s: hidepid %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// PIDs parses directory entries itself: only names made of digits are
+// pids, in a directory of many entries (more than one getdents buffer).
+func TestPIDsParsesEntries(t *testing.T) {
+	dir := t.TempDir()
+	want := map[int]bool{}
+	for i := 1; i <= 3000; i += 3 {
+		if err := os.Mkdir(filepath.Join(dir, strconv.Itoa(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		want[i] = true
+	}
+	for _, name := range []string{"self", "thread-self", "4x", "x4", "sys", "1234567890123"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := FS{Root: dir}.PIDs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("PIDs gave %d entries, want %d", len(got), len(want))
+	}
+	for _, pid := range got {
+		if !want[pid] {
+			t.Fatalf("PIDs gave %d, not an entry made of digits in %s", pid, dir)
+		}
+		delete(want, pid)
+	}
+	if _, err := (FS{Root: filepath.Join(dir, "none")}).PIDs(nil); err == nil {
+		t.Fatal("PIDs of a missing directory gave no error")
+	}
+}
+
+// On the machine's /proc, PIDs finds this process.
+func TestPIDsFindsSelf(t *testing.T) {
+	got, err := Default.PIDs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got, os.Getpid()) {
+		t.Fatalf("PIDs of /proc (%d entries) lacks this process %d", len(got), os.Getpid())
 	}
 }

@@ -22,6 +22,10 @@ func init() {
 	syscall.RawSyscall(syscall.SYS_SCHED_SETSCHEDULER, 0, schedRR|schedResetOnFork, uintptr(unsafe.Pointer(&param)))
 	syscall.Setpriority(syscall.PRIO_PROCESS, 0, -20)
 	lifted = true
+	var tv syscall.Timeval
+	if syscall.Gettimeofday(&tv) == nil {
+		atNS = tv.Nano()
+	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		cpuUS = ru.Utime.Sec*1e6 + ru.Utime.Usec + ru.Stime.Sec*1e6 + ru.Stime.Usec
@@ -31,11 +35,17 @@ func init() {
 var (
 	lifted bool
 	cpuUS  int64
+	atNS   int64
 )
 
 // Lifted reports whether the init lifted the main thread, and the CPU
 // time in microseconds the process had used by then.
 func Lifted() (bool, int64) { return lifted, cpuUS }
+
+// LiftedAt is the wall-clock time of the lift in Unix nanoseconds, or 0:
+// with the start of the process it splits start-up into the part at
+// ordinary priority and the part after the lift.
+func LiftedAt() int64 { return atNS }
 
 // isFixture reads this process's own argv[1] from /proc/self/cmdline
 // (os.Args is not set up yet: package os may initialize after this).

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 // Keep in step with early.go.
@@ -16,6 +17,7 @@
 
 int freeze_early_lifted;
 long freeze_early_cpu_us; // CPU used before the lift, for the record
+long long freeze_early_at_ns; // wall clock at the lift (Unix ns), for the record
 
 // glibc passes argc, argv and envp to constructors.
 __attribute__((constructor)) static void freeze_early_lift(int argc, char **argv, char **envp) {
@@ -30,6 +32,9 @@ __attribute__((constructor)) static void freeze_early_lift(int argc, char **argv
 	if (sched_setscheduler(0, SCHED_RR | SCHED_RESET_ON_FORK, &p) != 0) return;
 	setpriority(PRIO_PROCESS, 0, -20);
 	freeze_early_lifted = 1;
+	struct timespec now;
+	if (clock_gettime(CLOCK_REALTIME, &now) == 0)
+		freeze_early_at_ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
 	struct rusage ru;
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		freeze_early_cpu_us = ru.ru_utime.tv_sec * 1000000L + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1000000L + ru.ru_stime.tv_usec;
