@@ -13,11 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"freeze/internal/containtest"
 	"freeze/internal/incident"
@@ -139,6 +141,23 @@ func runFreeze(stop <-chan struct{}, bin string, args ...string) {
 	}
 }
 
+// asLiftedShell runs f on a thread at SCHED_RR 1 without
+// SCHED_RESET_ON_FORK, so a child it starts inherits the real-time class,
+// as a child of a shell lifted with 'chrt -r -p 1 $$' does; the thread
+// is put back to SCHED_RR 1 with SCHED_RESET_ON_FORK after.
+func asLiftedShell(f func()) {
+	const schedRR, resetOnFork = 2, 0x40000000
+	set := func(policy int) {
+		param := struct{ prio int32 }{1}
+		syscall.RawSyscall(syscall.SYS_SCHED_SETSCHEDULER, 0, uintptr(policy), uintptr(unsafe.Pointer(&param)))
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	set(schedRR)
+	defer set(schedRR | resetOnFork)
+	f()
+}
+
 func stopped(stop <-chan struct{}) bool {
 	select {
 	case <-stop:
@@ -181,6 +200,18 @@ func responders() []responder {
 				args = append(args, "--path", p)
 			}
 			runFreeze(stop, "chrt", args...)
+		}},
+		{"freeze-lifted-shell", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			// The runbook's advice taken before the incident: a shell
+			// lifted with 'chrt -r -p 1 $$' starts freeze at real-time
+			// priority, so nothing of it runs at ordinary priority.
+			// Informational: the responders start at ordinary
+			// priority, as an operator's unprepared shell would.
+			args := []string{"--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
+			for _, p := range paths(cs) {
+				args = append(args, "--path", p)
+			}
+			asLiftedShell(func() { runFreeze(stop, bin, args...) })
 		}},
 		{"freeze-nopriority", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What the priority lift is worth: the same run without it.

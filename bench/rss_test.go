@@ -33,15 +33,20 @@ func TestFreezeRSS(t *testing.T) {
 		if got := c.WaitPopulation(n, 300*time.Second); got < n {
 			t.Fatalf("the chain reached %d of %d", got, n)
 		}
-		if err := os.WriteFile(filepath.Join(c.V2Dir(), "cgroup.freeze"), []byte("1"), 0); err != nil {
+		if err := c.FreezeV2(60 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 		stop := make(chan struct{})
+		tl := filepath.Join(t.TempDir(), "t.jsonl")
 		t0 := time.Now()
-		runFreeze(stop, bin, "--path", c.Path, "--timeout", "120s", "--timeline", filepath.Join(t.TempDir(), "t.jsonl"))
+		runFreeze(stop, bin, "--path", c.Path, "--timeout", "120s", "--timeline", tl)
+		took := time.Since(t0)
 		close(stop)
 		left := len(c.Survivors())
-		t.Logf("%d processes: freeze peak RSS %.1f MiB, %v, %d left", n, float64(freezeRSS)/1024, time.Since(t0).Round(time.Millisecond), left)
+		var r Result
+		breakdown(&r, t0, tl)
+		t.Logf("%d processes: freeze peak RSS %.1f MiB, %v (start-up %.0f ms, match %.0f ms, freeze growth %.0f ms, kill rounds %.0f ms), %d left",
+			n, float64(freezeRSS)/1024, took.Round(time.Millisecond), r.StartupMS, r.MatchMS, r.FreezeMS, r.KillMS, left)
 		if left > 0 {
 			t.Errorf("freeze left %d of %d:\n%s", left, n, freezeOutput)
 		}

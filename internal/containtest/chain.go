@@ -281,6 +281,32 @@ func (c *Chain) WaitPopulation(n int, within time.Duration) int {
 	}
 }
 
+// FreezeV2 freezes the chain's own v2 group (Spec.V2Group) and waits
+// until the kernel reports it frozen: for 12,000 tasks that took 5.5 s
+// here, and a measurement taken before then competes with the freezing.
+func (c *Chain) FreezeV2(within time.Duration) error {
+	if c.v2dir == "" {
+		return errors.New("the chain has no v2 group of its own (Spec.V2Group)")
+	}
+	if err := os.WriteFile(filepath.Join(c.v2dir, "cgroup.freeze"), []byte("1"), 0); err != nil {
+		return err
+	}
+	end := time.Now().Add(within)
+	for {
+		ev, err := os.ReadFile(filepath.Join(c.v2dir, "cgroup.events"))
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(ev), "frozen 1") {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("%s: not frozen after %v", c.v2dir, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Survivors lists every live process of the chain: members of its cgroup,
 // and anything running from its test cache wherever it has been moved.
 func (c *Chain) Survivors() []int {

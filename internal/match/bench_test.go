@@ -2,8 +2,6 @@ package match
 
 import (
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,12 +24,11 @@ func BenchmarkScan12000(b *testing.B) {
 	if n := c.WaitPopulation(12000, 400*time.Second); n < 12000 {
 		b.Fatalf("the chain reached %d of 12000", n)
 	}
-	if err := os.WriteFile(filepath.Join(c.V2Dir(), "cgroup.freeze"), []byte("1"), 0); err != nil {
-		b.Fatal(err)
-	}
 	// The kernel takes seconds to freeze 12,000 tasks (5.5 s here); a scan
 	// timed before that competes with the freezing, not with /proc.
-	waitFrozen(b, c.V2Dir(), 60*time.Second)
+	if err := c.FreezeV2(60 * time.Second); err != nil {
+		b.Fatal(err)
+	}
 	tg, err := Resolve(c.Path)
 	if err != nil {
 		b.Fatal(err)
@@ -57,22 +54,4 @@ func BenchmarkScan12000(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(first.Milliseconds()), "first-scan-ms")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/12000, "µs/process")
-}
-
-// waitFrozen waits until the group's cgroup.events says frozen 1.
-func waitFrozen(b *testing.B, dir string, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for {
-		ev, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if strings.Contains(string(ev), "frozen 1") {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: not frozen after %v", dir, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
