@@ -32,12 +32,26 @@ import (
 var (
 	enabled = flag.Bool("containment", false, "run the containment benchmark (root, tens of minutes)")
 	reps    = flag.Int("reps", 3, "repetitions of each pair")
-	only    = flag.String("only", "", "run only scenarios whose name contains this")
+	only    = flag.String("only", "", "run only scenarios whose name contains this (or one of these, comma-separated)")
 	outJSON = flag.String("json", "results.json", "where to write every measurement")
-	onlyR   = flag.String("responders", "", "run only responders whose name contains this")
+	onlyR   = flag.String("responders", "", "run only responders whose name contains this (or one of these, comma-separated)")
 	showLog = flag.Bool("show", false, "log what freeze printed")
 	render  = flag.String("render", "", "comma-separated JSON files of earlier runs: print their table, run nothing")
 )
+
+// picked reports whether name contains one of the comma-separated
+// parts of sel; an empty sel picks everything.
+func picked(sel, name string) bool {
+	if sel == "" {
+		return true
+	}
+	for _, part := range strings.Split(sel, ",") {
+		if part != "" && strings.Contains(name, part) {
+			return true
+		}
+	}
+	return false
+}
 
 // responderDeadline: each responder gets 30 s, as the issue sets.
 const responderDeadline = 30 * time.Second
@@ -311,11 +325,11 @@ func TestContainment(t *testing.T) {
 	priority.Raise()
 	var results []Result
 	for _, sc := range scenarios() {
-		if *only != "" && !strings.Contains(sc.name, *only) {
+		if !picked(*only, sc.name) {
 			continue
 		}
 		for _, rs := range responders() {
-			if *onlyR != "" && !strings.Contains(rs.name, *onlyR) {
+			if !picked(*onlyR, rs.name) {
 				continue
 			}
 			for rep := 1; rep <= *reps; rep++ {
