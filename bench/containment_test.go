@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -32,21 +33,26 @@ import (
 var (
 	enabled = flag.Bool("containment", false, "run the containment benchmark (root, tens of minutes)")
 	reps    = flag.Int("reps", 3, "repetitions of each pair")
-	only    = flag.String("only", "", "run only scenarios whose name contains this (or one of these, comma-separated)")
+	only    = flag.String("only", "", "run only scenarios whose name contains this (or one of these, comma-separated; a part ending in $ must match the whole name)")
 	outJSON = flag.String("json", "results.json", "where to write every measurement")
-	onlyR   = flag.String("responders", "", "run only responders whose name contains this (or one of these, comma-separated)")
+	onlyR   = flag.String("responders", "", "run only responders whose name contains this (or one of these, comma-separated; a part ending in $ must match the whole name)")
 	showLog = flag.Bool("show", false, "log what freeze printed")
 	render  = flag.String("render", "", "comma-separated JSON files of earlier runs: print their table, run nothing")
 )
 
 // picked reports whether name contains one of the comma-separated
-// parts of sel; an empty sel picks everything.
+// parts of sel, or equals a part that ends in "$" (so "freeze$" picks
+// freeze alone, not freeze-sigstop); an empty sel picks everything.
 func picked(sel, name string) bool {
 	if sel == "" {
 		return true
 	}
 	for _, part := range strings.Split(sel, ",") {
-		if part != "" && strings.Contains(name, part) {
+		if exact, ok := strings.CutSuffix(part, "$"); ok {
+			if name == exact {
+				return true
+			}
+		} else if part != "" && strings.Contains(name, part) {
 			return true
 		}
 	}
@@ -323,6 +329,18 @@ func TestContainment(t *testing.T) {
 	// chains; each responder starts at ordinary priority (see priority's
 	// SCHED_RESET_ON_FORK), as an operator's shell would.
 	priority.Raise()
+	// The benchmark's threads run at real-time priority under
+	// RLIMIT_RTTIME: say so when one of them reaches its soft limit
+	// (priority then drops it; the hard limit would kill the benchmark).
+	xcpu := make(chan os.Signal, 1)
+	signal.Notify(xcpu, syscall.SIGXCPU)
+	defer signal.Stop(xcpu)
+	go func() {
+		for range xcpu {
+			fmt.Fprintf(os.Stderr, "bench: SIGXCPU at %s: a benchmark thread used RLIMIT_RTTIME's soft limit (%v at real-time priority without sleeping)\n",
+				time.Now().Format(time.TimeOnly), 2*time.Second)
+		}
+	}()
 	var results []Result
 	for _, sc := range scenarios() {
 		if !picked(*only, sc.name) {
@@ -591,4 +609,23 @@ func table(rs []Result) string {
 		fmt.Fprintf(&b, "| %s | %s | %.0f ms (%d/%d) | %s | %.0f ms | %.0f ms | %.0f ms | %.1f MiB |\n", k.s, k.r, median(su), len(su), len(groups[k]), ls, median(m), median(f), median(kl), median(rss)/1024)
 	}
 	return b.String()
+}
+
+func TestPicked(t *testing.T) {
+	for _, c := range []struct {
+		sel, name string
+		want      bool
+	}{
+		{"", "freeze", true},
+		{"freeze", "freeze-sigstop", true},
+		{"freeze$", "freeze-sigstop", false},
+		{"freeze$", "freeze", true},
+		{"killall,floor", "floor-cgroup.kill", true},
+		{"killall,floor", "pkill-f-loop", false},
+		{"tree-12000$,line", "tree-3000", false},
+	} {
+		if got := picked(c.sel, c.name); got != c.want {
+			t.Errorf("picked(%q, %q) = %v, want %v", c.sel, c.name, got, c.want)
+		}
+	}
 }

@@ -142,13 +142,9 @@ func (c *pidsCap) forkFailures() int {
 	return 0
 }
 
-// contains reports whether pid is still in this group, read from the
-// process's own /proc/PID/cgroup.
-func (c *pidsCap) contains(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return false
-	}
+// holds reports whether a process whose /proc/PID/cgroup reads b is in
+// this group or one below it.
+func (c *pidsCap) holds(b []byte) bool {
 	v1, v2 := ownCgroups(b)
 	g := v1["pids"]
 	if c.v2 {

@@ -378,8 +378,13 @@ func (c *Chain) Kill() error {
 	}
 	if c.v2dir != "" {
 		// One write kills every member of the chain's own v2 group in the
-		// kernel; the sweeps below then only have stragglers to find.
+		// kernel; the sweeps below then only have stragglers to find
+		// (processes the code under test moved to a group of its own).
+		// Wait for the group to empty before sweeping: a sweep reads
+		// several /proc files of every member, and thousands of them
+		// take the CPU from the exits they wait for.
 		os.WriteFile(filepath.Join(c.v2dir, "cgroup.kill"), []byte("1"), 0)
+		waitEmpty(c.v2dir, time.Now().Add(killDeadline/2))
 	}
 	for {
 		c.killGroup()
@@ -454,10 +459,12 @@ func (c *Chain) killCgroup() int {
 		if err != nil {
 			continue
 		}
-		if _, st, ok := commState(pid); ok && st != 'Z' && c.cap.contains(pid) {
-			left++
-			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			thawV1(pid)
+		if _, st, ok := commState(pid); ok && st != 'Z' {
+			if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil && c.cap.holds(cg) {
+				left++
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				thawV1(cg)
+			}
 		}
 		unix.Close(fd)
 	}
@@ -475,7 +482,9 @@ func (c *Chain) killDir() int {
 		if c.runsFromDir(pid) {
 			left++
 			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			thawV1(pid)
+			if cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
+				thawV1(cg)
+			}
 		}
 		unix.Close(fd)
 	}
@@ -498,15 +507,24 @@ func newV2Group(name string) (string, error) {
 	return dir, os.Mkdir(dir, 0o755)
 }
 
-// thawV1 thaws the v1 freezer group pid sits in, if any: a task frozen by
-// the v1 freezer acts on SIGKILL only once thawed. The group can only be
-// one the code under test made for this chain.
-func thawV1(pid int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return
+// waitEmpty waits until the v2 group dir reports no live member
+// (cgroup.events "populated 0"), or until end.
+func waitEmpty(dir string, end time.Time) {
+	for time.Now().Before(end) {
+		ev, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		if err != nil || strings.Contains(string(ev), "populated 0") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	v1, _ := ownCgroups(b)
+}
+
+// thawV1 thaws the v1 freezer group that a process with the given
+// /proc/PID/cgroup sits in, if any: a task frozen by the v1 freezer acts
+// on SIGKILL only once thawed. The group can only be one the code under
+// test made for this chain.
+func thawV1(cgroup []byte) {
+	v1, _ := ownCgroups(cgroup)
 	if g, ok := v1["freezer"]; ok && g != "/" {
 		os.WriteFile(filepath.Join("/sys/fs/cgroup/freezer", g, "freezer.state"), []byte("THAWED"), 0)
 	}
