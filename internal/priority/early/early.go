@@ -15,13 +15,19 @@
 // nothing but syscall and runtime, so its init runs before every
 // third-party package's.
 //
-// Both take SCHED_RR 1 with SCHED_RESET_ON_FORK under RLIMIT_RTTIME (see
-// internal/priority), only when root, never for the drill's chain fixture
-// (the same binary, started with a hidden first argument), and only on the
-// calling thread; internal/priority does the rest once main runs. The
-// main goroutine is then locked to that thread. FREEZE_PRIORITY=off in
-// the environment turns all of it off (for a machine whose real-time
-// work must not share the CPU, and to measure what the lift is worth).
+// Both take SCHED_RR 1 under RLIMIT_RTTIME (see internal/priority), only
+// when root, never for the drill's chain fixture (the same binary, started
+// with a hidden first argument), and only on the calling thread;
+// internal/priority does the rest once main runs. The main goroutine is
+// then locked to that thread. No child process ever inherits the class:
+// the init sets SCHED_RESET_ON_FORK on every thread before any code that
+// can start a process runs. The constructor leaves that flag off until
+// then, so the threads the Go runtime starts during its own start inherit
+// the class; with the flag they would start at ordinary priority, and the
+// main thread waited on them for 0.1-2 s behind a spinning chain.
+// FREEZE_PRIORITY=off in the environment turns all of it off (for a
+// machine whose real-time work must not share the CPU, and to measure
+// what the lift is worth).
 package early
 
 // Constants of sched(7) and setrlimit(2), as in lift.c and
