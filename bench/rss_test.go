@@ -50,6 +50,9 @@ func TestFreezeRSS(t *testing.T) {
 		if left > 0 {
 			t.Errorf("freeze left %d of %d:\n%s", left, n, freezeOutput)
 		}
-		c.Kill()
+		// Before the next size: the chains must not overlap.
+		if err := c.Kill(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -33,6 +33,7 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	}
 	removeGroupAtCleanup(t, chain.Path)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	started := time.Now()
 	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
 		Command: []string{bin, "--path", chain.Path, "--timeline", tl}})
 	end := time.Now().Add(30 * time.Second)
@@ -61,6 +62,18 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	events, err := timeline.ReadFile(tl)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(events) == 0 || events[0].Step != "start" {
+		t.Fatalf("the timeline does not begin with the start event: %d events", len(events))
+	}
+	if os.Getenv("FREEZE_PRIORITY") != "off" {
+		// As root freeze lifts itself while it starts; the start event
+		// says when, which splits start-up in the benchmark.
+		at, _ := events[0].Fields["lifted_at"].(string)
+		lifted, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil || lifted.Before(started) || lifted.After(events[0].Time) {
+			t.Fatalf("the start event's lifted_at is %q (%v): want a time between freeze's start (%v) and the start event (%v)", at, err, started, events[0].Time)
+		}
 	}
 	steps := map[string]string{}
 	for _, e := range events {

@@ -230,6 +230,9 @@ func runStop(o out, args []string) int {
 		path = filepath.Join(timelineDir, incident.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
 	}
 	rec := openTimeline(o, path)
+	priority.OnDrop(func(why string) {
+		rec.Record(0, "priority-dropped", why, timeline.F{"reason": "RLIMIT_RTTIME"})
+	})
 	if lock != nil && lock.Stale != nil {
 		rec.Record(0, "lock-takeover", fmt.Sprintf("took over the run lock from a run that ended without releasing it: %s", *lock.Stale),
 			timeline.F{"lock": lock.Path(), "stale_pid": lock.Stale.PID, "stale_start_ticks": lock.Stale.Start, "stale_command": lock.Stale.Command})

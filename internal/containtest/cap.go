@@ -181,7 +181,9 @@ func hasWord(b []byte, w string) bool {
 func getpgid(pid int) (int, error) { return unix.Getpgid(pid) }
 
 // RemoveGroups kills the members of each cgroup directory in dirs and
-// removes it, waiting up to 10 s; it reports one it could not remove. For
+// removes it, waiting up to killDeadline (a group of 12,000 processes
+// spinning at their cap took over 10 s to empty after cgroup.kill here);
+// it reports one it could not remove. For
 // groups that the code under test made for the test's own chain (named
 // after the chain's file in the test's temporary directory) and that a
 // failed run left behind.
@@ -192,7 +194,7 @@ func RemoveGroups(t testing.TB, dirs ...string) {
 		}
 		os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
 		os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
-		end := time.Now().Add(10 * time.Second)
+		end := time.Now().Add(killDeadline)
 		for os.Remove(d) != nil && time.Now().Before(end) {
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -119,6 +119,24 @@ func Lower() {
 	}
 }
 
+// DropReason says why real-time priority was given up on SIGXCPU.
+const DropReason = "SIGXCPU: a thread of freeze reached RLIMIT_RTTIME's soft limit (2 s of CPU at real-time priority without sleeping); freeze dropped to ordinary priority and carries on there, slower against a spinning chain"
+
+var (
+	xcpu   atomic.Bool
+	onDrop atomic.Pointer[func(string)]
+)
+
+// OnDrop sets a function told once, from another goroutine, when
+// RLIMIT_RTTIME's soft limit makes freeze give up real-time priority
+// (at once, if that already happened), so the timeline can say so.
+func OnDrop(f func(reason string)) {
+	onDrop.Store(&f)
+	if xcpu.Load() {
+		f(DropReason)
+	}
+}
+
 // dropOnSIGXCPU drops real-time priority when RLIMIT_RTTIME's soft limit
 // is reached, instead of dying of SIGXCPU's default action.
 func dropOnSIGXCPU() {
@@ -129,6 +147,11 @@ func dropOnSIGXCPU() {
 		dropped.Store(true)
 		for _, tid := range threads() {
 			setScheduler(tid, schedOther, 0)
+		}
+		if !xcpu.Swap(true) {
+			if f := onDrop.Load(); f != nil {
+				(*f)(DropReason)
+			}
 		}
 	}()
 }
