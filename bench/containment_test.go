@@ -138,27 +138,20 @@ func runOwned(stop <-chan struct{}, cmd *exec.Cmd) error {
 	return err
 }
 
-var (
-	freezeOutput []byte
-	freezeRSS    int64 // KiB, the last freeze run's peak resident set
-)
+var freezeOutput []byte
 
-// runFreeze runs freeze and keeps what it printed, for -show, and its
-// peak RSS from the kernel's accounting of the finished child. When stop
+// runFreeze runs freeze and keeps what it printed, for -show. When stop
 // closes (the deadline passed and the measurement is taken), a freeze
 // still running is killed with its process group, so it cannot act on
-// the next scenario's measurement.
+// the next scenario's measurement. freeze's peak RSS comes from its own
+// timeline (breakdown), not from the child's ru_maxrss, which carries
+// this benchmark's own high-water mark into a vfork child at its exec.
 func runFreeze(stop <-chan struct{}, bin string, args ...string) {
 	cmd := exec.Command(bin, args...)
 	var buf strings.Builder
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	runOwned(stop, cmd)
 	freezeOutput = []byte(buf.String())
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			freezeRSS = ru.Maxrss
-		}
-	}
 }
 
 // asLiftedShell runs f on a thread at SCHED_RR 1 without
@@ -301,6 +294,14 @@ func breakdown(r *Result, t0 time.Time, path string) {
 	}
 	last := map[int]float64{}
 	for _, e := range events {
+		if e.Step == "memory" {
+			// freeze's own peak RSS (VmHWM): a ru_maxrss of the child
+			// would carry this benchmark's own high-water mark.
+			if kib, ok := e.Fields["vm_hwm_kib"].(float64); ok {
+				r.RSSKiB = int64(kib)
+			}
+			continue
+		}
 		last[e.Stage] = e.ElapsedMS
 	}
 	r.MatchMS = last[1]
@@ -435,7 +436,6 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	os.Remove(filepath.Join(dir, "freeze.jsonl"))
-	freezeRSS = 0
 	t0 := time.Now()
 	go func() { rs.run(bin, chains, stop); close(done) }()
 	end := t0.Add(responderDeadline)
@@ -489,7 +489,6 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	}
 	if strings.HasPrefix(rs.name, "freeze") {
 		breakdown(&r, t0, filepath.Join(dir, "freeze.jsonl"))
-		r.RSSKiB = freezeRSS
 		// A freeze killed at the deadline leaves its group: named after
 		// this pair's own chains, so only they can be in it.
 		var spec match.Spec

@@ -95,7 +95,8 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	if m == nil {
 		t.Fatalf("freeze did not print how to go on:\n%s", stderr)
 	}
-	args := append(strings.Fields(m[1]), "--timeline", filepath.Join(t.TempDir(), "t2.jsonl"))
+	tl2 := filepath.Join(t.TempDir(), "t2.jsonl")
+	args := append(strings.Fields(m[1]), "--timeline", tl2)
 	again := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
 		Command: append([]string{bin}, args...)})
 	if ws, ok := again.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
@@ -103,5 +104,14 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	}
 	if left := chain.Survivors(); len(left) > 0 {
 		t.Fatalf("%d processes of the chain alive after the printed command", len(left))
+	}
+	// A finished run records its own peak resident memory last.
+	events, err = timeline.ReadFile(tl2)
+	if err != nil || len(events) == 0 {
+		t.Fatalf("the second run's timeline: %d events, %v", len(events), err)
+	}
+	last := events[len(events)-1]
+	if kib, _ := last.Fields["vm_hwm_kib"].(float64); last.Step != "memory" || kib < 1024 {
+		t.Fatalf("the second run's last event is %s %v, want its peak memory (vm_hwm_kib of at least 1 MiB)", last.Step, last.Fields)
 	}
 }
