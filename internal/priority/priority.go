@@ -123,8 +123,9 @@ func Lower() {
 const DropReason = "SIGXCPU: a thread of freeze reached RLIMIT_RTTIME's soft limit (2 s of CPU at real-time priority without sleeping); freeze dropped to ordinary priority and carries on there, slower against a spinning chain"
 
 var (
-	xcpu   atomic.Bool
+	xcpu   atomic.Bool // SIGXCPU made freeze drop
 	onDrop atomic.Pointer[func(string)]
+	told   atomic.Bool
 )
 
 // OnDrop sets a function told once, from another goroutine, when
@@ -132,8 +133,14 @@ var (
 // (at once, if that already happened), so the timeline can say so.
 func OnDrop(f func(reason string)) {
 	onDrop.Store(&f)
-	if xcpu.Load() {
-		f(DropReason)
+	tellDrop()
+}
+
+// tellDrop calls the OnDrop function once both the drop and the function
+// are there, whichever came second.
+func tellDrop() {
+	if f := onDrop.Load(); f != nil && xcpu.Load() && told.CompareAndSwap(false, true) {
+		(*f)(DropReason)
 	}
 }
 
@@ -148,11 +155,8 @@ func dropOnSIGXCPU() {
 		for _, tid := range threads() {
 			setScheduler(tid, schedOther, 0)
 		}
-		if !xcpu.Swap(true) {
-			if f := onDrop.Load(); f != nil {
-				(*f)(DropReason)
-			}
-		}
+		xcpu.Store(true)
+		tellDrop()
 	}()
 }
 

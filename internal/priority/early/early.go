@@ -11,9 +11,9 @@
 // (lift.c), which the loader runs before the Go runtime starts: about
 // 3.4 ms of CPU after the exec began. Without cgo, a package init does the
 // same, as early as Go allows: Go initializes packages in import-path
-// order once their dependencies are ready, and this package imports
-// nothing but syscall and runtime, so its init runs before every
-// third-party package's.
+// order once their dependencies are ready, and built without cgo this
+// package imports nothing but syscall and runtime, so its init runs before
+// every third-party package's.
 //
 // Both take SCHED_RR 1 under RLIMIT_RTTIME (see internal/priority), only
 // when root, never for the drill's chain fixture (the same binary, started

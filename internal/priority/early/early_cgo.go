@@ -8,7 +8,9 @@ package early
 import "C"
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 	"syscall"
 	"unsafe"
 )
@@ -46,36 +48,16 @@ func seal() {
 	}
 }
 
-// threads lists the thread ids in /proc/self/task, with package syscall
-// only (see the package comment on init order).
+// threads lists the thread ids in /proc/self/task.
 func threads() []int {
-	fd, err := syscall.Open("/proc/self/task", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	defer syscall.Close(fd)
+	ents, _ := os.ReadDir("/proc/self/task")
 	var tids []int
-	buf := make([]byte, 4096)
-	for {
-		n, err := syscall.ReadDirent(fd, buf)
-		if err != nil || n <= 0 {
-			return tids
-		}
-		_, _, names := syscall.ParseDirent(buf[:n], -1, nil)
-		for _, name := range names {
-			tid := 0
-			for _, c := range []byte(name) {
-				if c < '0' || c > '9' {
-					tid = -1
-					break
-				}
-				tid = tid*10 + int(c-'0')
-			}
-			if tid > 0 {
-				tids = append(tids, tid)
-			}
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
 		}
 	}
+	return tids
 }
 
 // Lifted reports whether the constructor lifted the main thread, and the

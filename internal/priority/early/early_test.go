@@ -38,6 +38,8 @@ func TestChildrenNeverInherit(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
+	// Whatever forkcheck did, nothing of its process group outlives it.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	if err != nil {
 		t.Fatalf("forkcheck: %v\n%s", err, out)
 	}

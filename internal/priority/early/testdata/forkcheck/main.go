@@ -40,9 +40,9 @@ func child(from string) {
 		fmt.Println("start:", err)
 		os.Exit(1)
 	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	cmd.Process.Kill()
+	cmd.Wait()
 	if err != nil {
 		fmt.Println("stat:", err)
 		os.Exit(1)
