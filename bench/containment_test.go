@@ -119,8 +119,15 @@ func runCmd(stop <-chan struct{}, name string, args ...string) int {
 // runOwned runs cmd in its own process group and kills the group when
 // stop closes.
 func runOwned(stop <-chan struct{}, cmd *exec.Cmd) error {
+	return runOwnedWith(stop, cmd, priority.Start)
+}
+
+// runOwnedWith is runOwned with the start to use: priority.Start, so that
+// a responder starts at ordinary priority whatever this benchmark's class,
+// or a plain Start from a lifted thread (asLiftedShell).
+func runOwnedWith(stop <-chan struct{}, cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return err
 	}
 	exited := make(chan struct{})
@@ -147,28 +154,35 @@ var freezeOutput []byte
 // timeline (breakdown), not from the child's ru_maxrss, which carries
 // this benchmark's own high-water mark into a vfork child at its exec.
 func runFreeze(stop <-chan struct{}, bin string, args ...string) {
+	runFreezeWith(stop, priority.Start, bin, args...)
+}
+
+func runFreezeWith(stop <-chan struct{}, start func(*exec.Cmd) error, bin string, args ...string) {
 	cmd := exec.Command(bin, args...)
 	var buf strings.Builder
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	runOwned(stop, cmd)
+	runOwnedWith(stop, cmd, start)
 	freezeOutput = []byte(buf.String())
 }
 
-// asLiftedShell runs f on a thread at SCHED_RR 1 without
-// SCHED_RESET_ON_FORK, so a child it starts inherits the real-time class,
-// as a child of a shell lifted with 'chrt -r -p 1 $$' does; the thread
-// is put back to SCHED_RR 1 with SCHED_RESET_ON_FORK after.
-func asLiftedShell(f func()) {
-	const schedRR, resetOnFork = 2, 0x40000000
-	set := func(policy int) {
-		param := struct{ prio int32 }{1}
+// asLiftedShell runs freeze from a thread at SCHED_RR 1 without
+// SCHED_RESET_ON_FORK, with a plain Start, so that it inherits the
+// real-time class as a child of a shell lifted with 'chrt -r -p 1 $$'
+// does; the thread's class is put back after.
+func asLiftedShell(stop <-chan struct{}, bin string, args ...string) {
+	const schedRR = 2
+	set := func(policy, prio int) {
+		param := struct{ prio int32 }{int32(prio)}
 		syscall.RawSyscall(syscall.SYS_SCHED_SETSCHEDULER, 0, uintptr(policy), uintptr(unsafe.Pointer(&param)))
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	set(schedRR)
-	defer set(schedRR | resetOnFork)
-	f()
+	pol, _, _ := syscall.RawSyscall(syscall.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
+	var param struct{ prio int32 }
+	syscall.RawSyscall(syscall.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&param)), 0)
+	set(schedRR, 1)
+	defer set(int(pol), int(param.prio))
+	runFreezeWith(stop, (*exec.Cmd).Start, bin, args...)
 }
 
 func stopped(stop <-chan struct{}) bool {
@@ -224,7 +238,7 @@ func responders() []responder {
 			for _, p := range paths(cs) {
 				args = append(args, "--path", p)
 			}
-			asLiftedShell(func() { runFreeze(stop, bin, args...) })
+			asLiftedShell(stop, bin, args...)
 		}},
 		{"freeze-nopriority", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What the priority lift is worth: the same run without it.
@@ -327,8 +341,8 @@ func TestContainment(t *testing.T) {
 	}
 	bin := buildBench(t)
 	// Measure, do not compete: the benchmark's own polling runs above the
-	// chains; each responder starts at ordinary priority (see priority's
-	// SCHED_RESET_ON_FORK), as an operator's shell would.
+	// chains; each responder starts at ordinary priority (priority.Start),
+	// as an operator's shell would.
 	priority.Raise()
 	// The benchmark's threads run at real-time priority under
 	// RLIMIT_RTTIME: say so when one of them reaches its soft limit

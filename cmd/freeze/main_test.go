@@ -10,13 +10,22 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"freeze/internal/containtest"
+	"freeze/internal/priority"
 )
 
 // harnessM runs the tests under the containment harness (subreaper and
 // reaping) while testscript dispatches its commands.
 type harnessM struct{ m *testing.M }
 
-func (h harnessM) Run() int { return containtest.Main(h.m) }
+// The test binary links package early, so as root its constructor lifts
+// it like freeze; the tests themselves run at ordinary priority (a child
+// such as 'go build' would otherwise inherit SCHED_RR and RLIMIT_RTTIME,
+// and die of SIGXCPU after 2 s of CPU). The freeze commands that
+// testscript starts are new processes and lift themselves as usual.
+func (h harnessM) Run() int {
+	priority.Lower()
+	return containtest.Main(h.m)
+}
 
 func TestMain(m *testing.M) {
 	testscript.Main(harnessM{m}, map[string]func(){

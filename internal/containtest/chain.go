@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"freeze/internal/priority"
 )
 
 // Shape is the form of a runaway chain; see fixture/chain.c.
@@ -188,7 +190,9 @@ func Start(t testing.TB, s Spec) *Chain {
 	// The reaper, not cmd.Wait, collects the leader: register before it
 	// can exit. It cannot exit before the gate opens.
 	reaper.Lock()
-	if err := cmd.Start(); err != nil {
+	// priority.Start: a test process may have lifted itself to real-time
+	// priority (as freeze does); a runaway chain must never inherit it.
+	if err := priority.Start(cmd); err != nil {
 		reaper.Unlock()
 		t.Fatal(err)
 	}
@@ -211,6 +215,10 @@ func Start(t testing.TB, s Spec) *Chain {
 	if err != nil {
 		c.Kill()
 		t.Fatalf("containtest: cap the chain: %v", err)
+	}
+	if pol := policyOf(c.Leader); pol != 0 {
+		c.Kill()
+		t.Fatalf("containtest: the chain's leader starts at scheduling policy %d, not SCHED_OTHER: a runaway chain never runs at a raised class", pol)
 	}
 	c.timer = time.AfterFunc(s.Timeout, func() {
 		c.timedOut.Store(true)
@@ -592,4 +600,26 @@ func userProcesses(uid int) int {
 		}
 	}
 	return n
+}
+
+// policyOf reads a process's scheduling policy, field 41 of
+// /proc/PID/stat (proc(5)), or -1.
+func policyOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 39 {
+		return -1
+	}
+	pol, err := strconv.Atoi(f[38])
+	if err != nil {
+		return -1
+	}
+	return pol
 }

@@ -28,6 +28,7 @@ import (
 	"freeze/internal/freeze"
 	"freeze/internal/incident"
 	"freeze/internal/match"
+	"freeze/internal/priority"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
@@ -195,7 +196,7 @@ func (c *chain) start(shape string, size int) error {
 	if err := c.makeCap(size); err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := priority.Start(cmd); err != nil {
 		return err
 	}
 	c.leader = cmd.Process.Pid

@@ -20,12 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -47,13 +47,20 @@ const (
 
 // Raise lifts every thread of this process: nice -20, SCHED_RR 1 bounded
 // by RLIMIT_RTTIME, and oom_score_adj -1000 so the OOM killer passes over
-// freeze. It sets SCHED_RESET_ON_FORK so that no child (a drill's chain,
-// a test's fixture) inherits any of it. Threads the Go runtime starts
-// later do not inherit it either, so Raise locks the calling goroutine to
-// its thread (call it from the goroutine that runs the stop order) and
-// lifts the runtime's new threads as they appear (startRelift). It
-// returns what it did, for the timeline, and an error when it could do
-// none of it (not root: freeze still works, slower).
+// freeze. It returns what it did, for the timeline, and an error when it
+// could do none of it (not root: freeze still works, slower).
+//
+// No thread carries SCHED_RESET_ON_FORK: a thread the Go runtime starts
+// later is cloned from a lifted thread and inherits the class, so no
+// thread of freeze ever waits at ordinary priority behind the chain (a
+// goroutine the run needs can be scheduled on any thread, and the old
+// way, lifting new threads from a goroutine every 20 ms, starved when
+// that goroutine itself landed on an unlifted thread: measured 5-30 s
+// stalls against a churn of 3,000). Children must start processes with
+// Start, which keeps the class from them.
+//
+// Raise locks the calling goroutine to its thread (call it from the
+// goroutine that runs the stop order).
 func Raise() ([]string, error) {
 	if os.Getenv("FREEZE_PRIORITY") == "off" {
 		return nil, errors.New("priority unchanged: FREEZE_PRIORITY=off")
@@ -66,9 +73,8 @@ func Raise() ([]string, error) {
 			firstErr = err
 		}
 	}
-	tids := threads()
 	n := 0
-	for _, tid := range tids {
+	for _, tid := range threads() {
 		// setpriority(2) with PRIO_PROCESS acts on one thread on Linux.
 		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, Nice); err == nil {
 			n++
@@ -82,19 +88,10 @@ func Raise() ([]string, error) {
 	lim := unix.Rlimit{Cur: rtSoftLimit, Max: rtHardLimit}
 	if err := unix.Setrlimit(unix.RLIMIT_RTTIME, &lim); err == nil {
 		dropOnSIGXCPU()
-		rt := 0
-		for _, tid := range tids {
-			// SCHED_RESET_ON_FORK: children (a drill's chain, a test's
-			// fixture) start at ordinary priority, not freeze's.
-			if err := setScheduler(tid, schedRR|schedResetOnFork, rtPriority); err == nil {
-				rt++
-			} else {
-				keep(err)
-			}
-		}
-		if rt > 0 {
+		if err := setAll(schedRR, rtPriority); err == nil {
 			did = append(did, fmt.Sprintf("SCHED_RR %d (RLIMIT_RTTIME %d ms)", rtPriority, rtSoftLimit/1000))
-			startRelift()
+		} else {
+			keep(err)
 		}
 	} else {
 		keep(err)
@@ -110,13 +107,90 @@ func Raise() ([]string, error) {
 	return did, firstErr
 }
 
-// Lower puts every thread back to SCHED_OTHER at nice 0.
+// setPasses bounds the passes of setAll. A pass lists the threads and
+// sets each one not yet at the policy; a thread started during a pass by
+// a thread not yet set is found by the next. The runtime starts a handful
+// of threads at most, so two passes are the rule.
+const setPasses = 10
+
+// setAll puts every thread of the process at policy (no
+// SCHED_RESET_ON_FORK) and prio, pass after pass until a pass changes
+// nothing. It holds mu, so a Start cannot put its thread back to
+// real-time priority in the middle of a drop. Once dropped, only a drop
+// (policy schedOther) is carried out: nothing is lifted again.
+func setAll(policy, prio int) error {
+	mu.Lock()
+	defer mu.Unlock()
+	var firstErr error
+	for pass := 0; pass < setPasses; pass++ {
+		if policy != schedOther && dropped.Load() {
+			return errors.New("real-time priority was given up (SIGXCPU or Lower)")
+		}
+		changed, set := false, 0
+		for _, tid := range threads() {
+			if pol, err := getScheduler(tid); err == nil && pol == policy {
+				set++
+				continue
+			}
+			if err := setScheduler(tid, policy, prio); err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			changed = true
+			set++
+		}
+		if set == 0 {
+			return firstErr
+		}
+		if !changed {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Lower puts every thread back to SCHED_OTHER at nice 0, for good.
 func Lower() {
 	dropped.Store(true)
+	setAll(schedOther, 0)
 	for _, tid := range threads() {
-		setScheduler(tid, schedOther, 0)
 		unix.Setpriority(unix.PRIO_PROCESS, tid, 0)
 	}
+}
+
+// Start starts cmd so that the child begins at ordinary priority
+// whatever the calling thread's class: it sets SCHED_RESET_ON_FORK on the
+// calling thread for the fork only (sched(7): the child then starts as
+// SCHED_OTHER, nice 0 or above). The runtime forks on the calling
+// goroutine's thread, which Start locks; while a goroutine is locked the
+// runtime starts any new thread from its template thread, not from this
+// one, so no thread of freeze starts with the flag. A process freeze
+// starts must go through here (the drill's chain, a test's fixture).
+func Start(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pol, err := getScheduler(0)
+	if err != nil || pol == schedOther || pol&schedResetOnFork != 0 {
+		return cmd.Start() // nothing to keep from the child
+	}
+	var param struct{ prio int32 }
+	if _, _, e := unix.RawSyscall(unix.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&param)), 0); e != 0 {
+		return fmt.Errorf("start %s: read this thread's priority: %w", cmd.Path, e)
+	}
+	if err := setScheduler(0, pol|schedResetOnFork, int(param.prio)); err != nil {
+		return fmt.Errorf("start %s: keep real-time priority from the child: %w", cmd.Path, err)
+	}
+	err = cmd.Start()
+	mu.Lock()
+	if !dropped.Load() {
+		setScheduler(0, pol, int(param.prio))
+	} else {
+		setScheduler(0, schedOther, 0)
+	}
+	mu.Unlock()
+	return err
 }
 
 // DropReason says why real-time priority was given up on SIGXCPU.
@@ -126,6 +200,11 @@ var (
 	xcpu   atomic.Bool // SIGXCPU made freeze drop
 	onDrop atomic.Pointer[func(string)]
 	told   atomic.Bool
+	// dropped is set once freeze has given up real-time priority
+	// (SIGXCPU or Lower): nothing is lifted again after that.
+	dropped atomic.Bool
+	// mu orders setAll and Start's restore of its thread.
+	mu sync.Mutex
 )
 
 // OnDrop sets a function told once, from another goroutine, when
@@ -144,62 +223,23 @@ func tellDrop() {
 	}
 }
 
+var sigxcpuOnce sync.Once
+
 // dropOnSIGXCPU drops real-time priority when RLIMIT_RTTIME's soft limit
-// is reached, instead of dying of SIGXCPU's default action.
+// is reached, instead of dying of SIGXCPU's default action. Every thread
+// goes down together (setAll), and nothing lifts one again. The goroutine
+// that does it is scheduled like any other: every thread is lifted, so
+// it cannot starve behind the chain.
 func dropOnSIGXCPU() {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, unix.SIGXCPU)
-	go func() {
-		<-ch
-		dropped.Store(true)
-		for _, tid := range threads() {
-			setScheduler(tid, schedOther, 0)
-		}
-		xcpu.Store(true)
-		tellDrop()
-	}()
-}
-
-// reliftEvery is how often new threads are lifted. The Go runtime starts
-// threads as it needs them (one for each goroutine blocked in a system
-// call), and SCHED_RESET_ON_FORK starts each at ordinary priority. Such a
-// thread can hold one of the runtime's Ps (or be the one a stop-the-world
-// waits for) while the kernel keeps it off the CPU behind the chain for a
-// second or more, and the real-time thread then waits for it. 20 ms is
-// well under one such wait and costs one small directory read.
-const reliftEvery = 20 * time.Millisecond
-
-var (
-	reliftOnce sync.Once
-	// dropped is set once freeze has given up real-time priority
-	// (SIGXCPU or Lower): nothing is lifted again after that.
-	dropped atomic.Bool
-)
-
-// startRelift lifts, every reliftEvery, the threads started since Raise.
-// Thread ids of a dead thread can be reused by another process's thread,
-// but /proc/self/task lists only this process's threads, so only freeze's
-// own threads are ever touched.
-func startRelift() {
-	reliftOnce.Do(func() {
+	sigxcpuOnce.Do(func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, unix.SIGXCPU)
 		go func() {
-			lifted := map[int]bool{}
-			for _, tid := range threads() {
-				lifted[tid] = true
-			}
-			for range time.Tick(reliftEvery) {
-				if dropped.Load() {
-					return
-				}
-				for _, tid := range threads() {
-					if lifted[tid] {
-						continue
-					}
-					lifted[tid] = true
-					unix.Setpriority(unix.PRIO_PROCESS, tid, Nice)
-					setScheduler(tid, schedRR|schedResetOnFork, rtPriority)
-				}
-			}
+			<-ch
+			dropped.Store(true)
+			setAll(schedOther, 0)
+			xcpu.Store(true)
+			tellDrop()
 		}()
 	})
 }
@@ -213,6 +253,16 @@ func threads() []int {
 		}
 	}
 	return tids
+}
+
+// getScheduler is sched_getscheduler(2) for one thread (0: the calling
+// one); the policy carries schedResetOnFork when that is set.
+func getScheduler(tid int) (int, error) {
+	pol, _, e := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, uintptr(tid), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(pol), nil
 }
 
 // setScheduler is sched_setscheduler(2) for one thread.

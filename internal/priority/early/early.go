@@ -19,12 +19,14 @@
 // when root, never for the drill's chain fixture (the same binary, started
 // with a hidden first argument), and only on the calling thread;
 // internal/priority does the rest once main runs. The main goroutine is
-// then locked to that thread. No child process ever inherits the class:
-// the init sets SCHED_RESET_ON_FORK on every thread before any code that
-// can start a process runs. The constructor leaves that flag off until
-// then, so the threads the Go runtime starts during its own start inherit
-// the class; with the flag they would start at ordinary priority, and the
-// main thread waited on them for 0.1-2 s behind a spinning chain.
+// then locked to that thread. No thread carries SCHED_RESET_ON_FORK, so
+// every thread the Go runtime starts inherits the class (with the flag
+// they started at ordinary priority, and the main thread waited on them
+// for 0.1-2 s, once 30 s, behind a spinning chain). No child process
+// inherits it either: freeze starts processes only through
+// priority.Start, which sets the flag on the forking thread for that
+// fork, and the drill's chain (this binary) drops any inherited class in
+// the constructor before it runs.
 // FREEZE_PRIORITY=off in the environment turns all of it off (for a
 // machine whose real-time work must not share the CPU, and to measure
 // what the lift is worth).
@@ -33,10 +35,9 @@ package early
 // Constants of sched(7) and setrlimit(2), as in lift.c and
 // internal/priority.
 const (
-	schedRR          = 2
-	schedResetOnFork = 0x40000000
-	rlimitRTTime     = 15
-	rtSoftLimit      = 2_000_000 // µs: as internal/priority
-	rtHardLimit      = 5_000_000
-	fixtureArg       = "__chain" // as internal/drill.FixtureArg
+	schedRR      = 2
+	rlimitRTTime = 15
+	rtSoftLimit  = 2_000_000 // µs: as internal/priority
+	rtHardLimit  = 5_000_000
+	fixtureArg   = "__chain" // as internal/drill.FixtureArg
 )

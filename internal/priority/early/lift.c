@@ -25,14 +25,24 @@ __attribute__((constructor)) static void freeze_early_lift(int argc, char **argv
 	if (geteuid() != 0) return;
 	const char *off = getenv("FREEZE_PRIORITY");
 	if (off && strcmp(off, "off") == 0) return;
-	if (argc > 1 && argv && argv[1] && strcmp(argv[1], FIXTURE_ARG) == 0) return;
+	if (argc > 1 && argv && argv[1] && strcmp(argv[1], FIXTURE_ARG) == 0) {
+		// The drill's chain is this binary. freeze's threads carry no
+		// SCHED_RESET_ON_FORK (see below), so should a chain process
+		// ever be started without priority.Start it would inherit
+		// SCHED_RR: drop it before the chain runs a line of its own.
+		struct sched_param z = {.sched_priority = 0};
+		if (sched_getscheduler(0) != SCHED_OTHER) sched_setscheduler(0, SCHED_OTHER, &z);
+		if (getpriority(PRIO_PROCESS, 0) < 0) setpriority(PRIO_PROCESS, 0, 0);
+		return;
+	}
 	struct rlimit lim = {RT_SOFT_LIMIT, RT_HARD_LIMIT};
 	if (setrlimit(RLIMIT_RTTIME, &lim) != 0) return; // the bound first
-	// Without SCHED_RESET_ON_FORK for now: the threads the Go runtime
-	// starts before main inherit the class, so the main thread never
-	// waits on one starved at ordinary priority. Nothing forks a process
-	// before package early's init, which sets SCHED_RESET_ON_FORK on
-	// every thread (seal in early_cgo.go).
+	// Without SCHED_RESET_ON_FORK, ever: every thread the Go runtime
+	// starts is cloned from a lifted thread and inherits the class, so
+	// no thread of freeze waits at ordinary priority behind the chain
+	// (a goroutine the run needs can land on any thread). Children are
+	// kept from inheriting it where they are started: priority.Start
+	// sets SCHED_RESET_ON_FORK on the forking thread for that fork only.
 	struct sched_param p = {.sched_priority = 1};
 	if (sched_setscheduler(0, SCHED_RR, &p) != 0) return;
 	setpriority(PRIO_PROCESS, 0, -20);
