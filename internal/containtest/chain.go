@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -58,6 +60,11 @@ type Spec struct {
 	// v2 group of its own, so that group holds exactly the chain: a
 	// benchmark's floor is cgroup.kill of it. Skips where there is no v2.
 	V2Group bool
+	// Lifted starts the program of a Shape Run at SCHED_RR 1, as from a
+	// shell lifted with 'chrt -r -p 1 $$' (the runbook's advice), so a
+	// test can watch freeze run lifted from its first instruction. Never
+	// for a chain: Start refuses it for any other shape.
+	Lifted bool
 }
 
 // A Chain is a running fixture under the harness's control.
@@ -105,6 +112,9 @@ func Start(t testing.TB, s Spec) *Chain {
 	}
 	if s.Shape == Run && len(s.Command) == 0 {
 		t.Fatal("containtest: Shape Run needs a Command")
+	}
+	if s.Lifted && s.Shape != Run {
+		t.Fatal("containtest: only a Shape Run program may start lifted, never a runaway chain")
 	}
 	if s.Name == "" {
 		s.Name = "chain"
@@ -192,7 +202,11 @@ func Start(t testing.TB, s Spec) *Chain {
 	reaper.Lock()
 	// priority.Start: a test process may have lifted itself to real-time
 	// priority (as freeze does); a runaway chain must never inherit it.
-	if err := priority.Start(cmd); err != nil {
+	start := priority.Start
+	if s.Lifted {
+		start = startLifted
+	}
+	if err := start(cmd); err != nil {
 		reaper.Unlock()
 		t.Fatal(err)
 	}
@@ -216,7 +230,7 @@ func Start(t testing.TB, s Spec) *Chain {
 		c.Kill()
 		t.Fatalf("containtest: cap the chain: %v", err)
 	}
-	if pol := policyOf(c.Leader); pol != 0 {
+	if pol := policyOf(c.Leader); pol != 0 && !s.Lifted {
 		c.Kill()
 		t.Fatalf("containtest: the chain's leader starts at scheduling policy %d, not SCHED_OTHER: a runaway chain never runs at a raised class", pol)
 	}
@@ -622,4 +636,27 @@ func policyOf(pid int) int {
 		return -1
 	}
 	return pol
+}
+
+// startLifted starts cmd from a thread at SCHED_RR 1 without
+// SCHED_RESET_ON_FORK, so the child inherits the class (sched(7)), and
+// puts the thread's class back after.
+func startLifted(cmd *exec.Cmd) error {
+	const schedRR = 2
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pol, _, e := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	var was struct{ prio int32 }
+	if _, _, e := unix.RawSyscall(unix.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&was)), 0); e != 0 {
+		return e
+	}
+	rr := struct{ prio int32 }{1}
+	if _, _, e := unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, schedRR, uintptr(unsafe.Pointer(&rr))); e != 0 {
+		return fmt.Errorf("take SCHED_RR to start %s lifted: %w", cmd.Path, e)
+	}
+	defer unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, pol, uintptr(unsafe.Pointer(&was)))
+	return cmd.Start()
 }

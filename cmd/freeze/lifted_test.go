@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/timeline"
+)
+
+// sampleEvery is how often the test reads every thread's class. A thread
+// of freeze seen at SCHED_OTHER in two samples in a row has been below
+// the run's priority for longer than this: the stall of issue #15 (four
+// threads at SCHED_OTHER for five seconds and more, the real-time ones
+// waiting on them).
+const sampleEvery = 20 * time.Millisecond
+
+// A lifted freeze, started as from a shell lifted with 'chrt -r -p 1 $$',
+// against a churning chain of 3,000 orphans: every thread of freeze stays
+// at SCHED_RR for the whole run, sampled from outside, and the run
+// reaches zero. Before every thread inherited the lift, new threads
+// started at SCHED_OTHER and waited for a relift goroutine that could
+// itself be stuck on such a thread.
+func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the lift, and the chain's pids cgroup")
+	}
+	bin := buildFreeze(t)
+	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000,
+		Timeout: 3 * time.Minute, Interval: 50 * time.Millisecond})
+	if n := chain.WaitPopulation(2500, 90*time.Second); n < 2500 {
+		t.Fatalf("the churn reached %d of 2,500 in 90 s", n)
+	}
+	removeGroupAtCleanup(t, chain.Path)
+	tl := filepath.Join(t.TempDir(), "lifted.jsonl")
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 2 * time.Minute, Lifted: true,
+		Command: []string{bin, "--path", chain.Path, "--timeout", "60s", "--timeline", tl}})
+
+	below := map[int]int{} // tid: consecutive samples at SCHED_OTHER
+	var stalls []string
+	samples := 0
+	for {
+		if _, done := fz.Exit(0); done {
+			break
+		}
+		seen := threadPolicies(fz.Leader)
+		if len(seen) > 0 && exeOf(fz.Leader) == fz.Path {
+			samples++
+			for tid, pol := range seen {
+				if pol != 0 {
+					delete(below, tid)
+					continue
+				}
+				below[tid]++
+				if below[tid] == 2 {
+					stalls = append(stalls, fmt.Sprintf("thread %d at SCHED_OTHER in two samples %v apart (sample %d)", tid, sampleEvery, samples))
+				}
+			}
+		}
+		time.Sleep(sampleEvery)
+	}
+	ws, _ := fz.Exit(time.Minute)
+	events, _ := timeline.ReadFile(tl)
+	for _, e := range events {
+		if e.Step == "priority-dropped" {
+			t.Logf("freeze dropped its priority during the run (%s): its threads were meant to be at SCHED_OTHER after that", e.Msg)
+			stalls = nil
+		}
+	}
+	if samples < 3 {
+		t.Fatalf("only %d samples of freeze's threads were taken: the test saw too little of the run\n%s", samples, fz.Stderr())
+	}
+	if len(stalls) > 0 {
+		t.Errorf("a thread of a lifted freeze ran below its priority (%d samples):\n%s", samples, strings.Join(stalls, "\n"))
+	}
+	if ws.ExitStatus() != 0 || len(chain.Survivors()) != 0 {
+		t.Errorf("the lifted run did not reach zero: exit %d, %d survivors\n%s", ws.ExitStatus(), len(chain.Survivors()), fz.Stderr())
+	}
+	t.Logf("%d samples, every %v; freeze took the chain to zero", samples, sampleEvery)
+}
+
+// threadPolicies reads the scheduling policy (field 41 of
+// /proc/PID/task/TID/stat, proc(5)) of each thread of pid.
+func threadPolicies(pid int) map[int]int {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := map[int]int{}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if i < 0 || len(f) < 39 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if pol, err := strconv.Atoi(f[38]); err == nil {
+			out[tid] = pol
+		}
+	}
+	return out
+}
+
+func exeOf(pid int) string {
+	p, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return p
+}
