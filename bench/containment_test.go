@@ -23,7 +23,7 @@ import (
 	"unsafe"
 
 	"freeze/internal/containtest"
-	"freeze/internal/incident"
+	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/runlock"
@@ -306,9 +306,9 @@ func breakdown(r *Result, t0 time.Time, path string) {
 			r.LiftMS = float64(lt.Sub(t0).Microseconds()) / 1000
 		}
 	}
-	last := map[int]float64{}
+	last := map[timeline.Stage]float64{}
 	for _, e := range events {
-		if e.Step == "memory" {
+		if e.Step == timeline.StepMemory {
 			// freeze's own peak RSS (VmHWM): a ru_maxrss of the child
 			// would carry this benchmark's own high-water mark.
 			if kib, ok := e.Fields["vm_hwm_kib"].(float64); ok {
@@ -318,10 +318,10 @@ func breakdown(r *Result, t0 time.Time, path string) {
 		}
 		last[e.Stage] = e.ElapsedMS
 	}
-	r.MatchMS = last[1]
-	if v, ok := last[2]; ok {
-		r.FreezeMS = v - last[1]
-		if v3, ok := last[3]; ok {
+	r.MatchMS = last[timeline.StageMatch]
+	if v, ok := last[timeline.StageFreeze]; ok {
+		r.FreezeMS = v - last[timeline.StageMatch]
+		if v3, ok := last[timeline.StageKill]; ok {
 			r.KillMS = v3 - v
 		}
 	}
@@ -376,6 +376,11 @@ func TestContainment(t *testing.T) {
 						freezeOutput = nil
 					}
 					t.Logf("%s: zero %.0f ms, survivors %d, decoy harmed %v, peak %d", name, r.ZeroMS, r.Survivors, r.DecoyHarmed, r.Peak)
+					// Kill loops by name may hit the decoy (that is what
+					// they are measured for); freeze and the floor never.
+					if r.DecoyHarmed && (strings.HasPrefix(rs.name, "freeze") || strings.HasPrefix(rs.name, "floor")) {
+						t.Errorf("%s harmed the decoy: a copy of the chain's bytes at another path must be left alone", name)
+					}
 					results = append(results, r)
 					// Write as it goes: a run cut short keeps what it measured.
 					b, _ := json.MarshalIndent(results, "", "  ")
@@ -393,9 +398,11 @@ func TestContainment(t *testing.T) {
 
 // TestRender prints the table of earlier runs' JSON files, merged, so a
 // benchmark run in parts (one scenario at a time) gives one table.
+// TestRender is a tool, not a test: it prints one table from the JSON
+// of runs made in parts.
 func TestRender(t *testing.T) {
 	if *render == "" {
-		t.Skip("renders earlier results with -args -render a.json,b.json")
+		t.Skip("a tool: renders earlier results with -args -render a.json,b.json")
 	}
 	var all []Result
 	for _, f := range strings.Split(*render, ",") {
@@ -410,6 +417,32 @@ func TestRender(t *testing.T) {
 		all = append(all, rs...)
 	}
 	fmt.Print(table(all))
+}
+
+// The table has a row per scenario and responder, with the median time
+// to zero, how many of the repetitions reached it, and the ratio to the
+// floor of the same scenario.
+func TestTableMediansAndRatios(t *testing.T) {
+	rs := []Result{
+		{Scenario: "s", Responder: "freeze", Rep: 1, ZeroMS: 300, Peak: 10},
+		{Scenario: "s", Responder: "freeze", Rep: 2, ZeroMS: 100, Peak: 10},
+		{Scenario: "s", Responder: "freeze", Rep: 3, ZeroMS: -1, Survivors: 7, Peak: 10},
+		{Scenario: "s", Responder: "floor-cgroup.kill", Rep: 1, ZeroMS: 100, Peak: 10},
+		{Scenario: "s", Responder: "killall-loop", Rep: 1, ZeroMS: -1, Survivors: 9, DecoyHarmed: true, Peak: 10},
+	}
+	out := table(rs)
+	for _, want := range []string{
+		"| s | freeze | 300 ms | 2/3 |", // a repetition that did not reach zero counts as the slowest
+		"| s | floor-cgroup.kill | 100 ms | 1/1 |",
+		"| s | killall-loop | not reached | 0/1 | 9 | 1/1 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "| 3.0x |") {
+		t.Errorf("table lacks freeze's ratio to the floor (3.0x):\n%s", out)
+	}
 }
 
 // buildBench builds the freeze binary the responders run.
@@ -511,8 +544,8 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 				spec.Targets = append(spec.Targets, tg)
 			}
 		}
-		containtest.RemoveGroups(t, incident.GroupDirs(incident.GroupName(spec))...)
-		os.Remove(filepath.Join(runlock.Dir(), incident.GroupName(spec)+".lock"))
+		containtest.RemoveGroups(t, freeze.GroupDirs(freeze.GroupName(spec))...)
+		os.Remove(filepath.Join(runlock.Dir(), freeze.GroupName(spec)+".lock"))
 	}
 	for _, c := range chains {
 		if p := c.Peak(); p > r.Peak {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
-	"freeze/internal/incident"
+	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
@@ -34,7 +34,11 @@ func TestBadInput(t *testing.T) {
 	bin := buildFreeze(t)
 	// A test cache whose path holds a space.
 	cache := filepath.Join(t.TempDir(), "test cache")
-	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 50, HopCap: 1000000, Timeout: 300 * time.Second, Interval: 100 * time.Millisecond, Dir: cache})
+	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 50, HopCap: 1000000, Timeout: 300 * time.Second, Interval: 100 * time.Millisecond, Dir: cache,
+		// A name no other test's chain has: the refusal counts every
+		// process of that name, and other packages' tests may run chains
+		// at the same time (go test ./... runs packages in parallel).
+		Name: "badinput"})
 	if n := chain.WaitPopulation(50, 30*time.Second); n != 50 {
 		t.Fatalf("chain reached %d of 50", n)
 	}
@@ -73,8 +77,8 @@ func TestBadInput(t *testing.T) {
 		exit    int
 		stderr  []string // regexps, all must match
 	}{
-		{"relative path", sh(`cd "$1" && exec "$2" --path chain`, cache, bin), 2,
-			[]string{`error: --path "chain" is not absolute`, `hint: give the full path, for example --path ` + regexp.QuoteMeta(match.ShellQuote(chain.Path))}},
+		{"relative path", sh(`cd "$1" && exec "$2" --path badinput`, cache, bin), 2,
+			[]string{`error: --path "badinput" is not absolute`, `hint: give the full path, for example --path ` + regexp.QuoteMeta(match.ShellQuote(chain.Path))}},
 		{"missing file", []string{bin, "--path", cache + "/missing"}, 2, []string{`error: --path .*/missing: no such file`}},
 		{"directory", []string{bin, "--path", cache}, 2, []string{`not a regular file \(it is a directory\)`, `use --under`}},
 		{"unknown flag", []string{bin, "--path", chain.Path, "--frezze"}, 2, []string{`error: unknown flag: --frezze`, `hint: see 'freeze --help'`}},
@@ -86,7 +90,7 @@ func TestBadInput(t *testing.T) {
 		{"hidepid, not root", sh(`mount -t proc -o hidepid=2 proc /proc && exec "$@"`, append(asNobody, bin, "--path", chain.Path)...), 3,
 			[]string{`refused: /proc is mounted with hidepid=`, `hint: run freeze as root`, `nothing was changed`}},
 		{"another user's chain, not root", append(asNobody, bin, "--path", chain.Path, "--timeline", filepath.Join(scratch, "other.jsonl")), 3,
-			[]string{`refused: 50 processes named "chain" belong to other users`, `pid \d+, uid 0 \(root\)`, `hint: run freeze as root`}},
+			[]string{`refused: 50 processes named "badinput" belong to other users`, `pid \d+, uid 0 \(root\)`, `hint: run freeze as root`}},
 		{"read-only timeline location", sh(`mount -t tmpfs -o ro none "$1" && shift && exec "$@"`, ro, "env", "TMPDIR="+scratch, bin, "--dry-run", "--path", chain.Path, "--timeline", ro+"/t.jsonl"), 0,
 			[]string{`warning: cannot write the timeline: .*read-only file system`, `the timeline was saved instead to ` + regexp.QuoteMeta(scratch)}},
 		{"full timeline location", []string{"env", "TMPDIR=" + scratch, bin, "--dry-run", "--path", chain.Path, "--timeline", "/dev/full"}, 0,
@@ -133,7 +137,7 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 			tg, _ := match.Resolve(chain.Path)
-			group := incident.GroupName(match.Spec{Targets: []match.Target{tg}})
+			group := freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
 			for _, d := range []string{"/sys/fs/cgroup/unified/" + group, "/sys/fs/cgroup/" + group, "/sys/fs/cgroup/freezer/" + group} {
 				if _, err := os.Stat(d); err == nil {
 					t.Fatalf("a group was made: %s", d)

@@ -75,7 +75,7 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 			t.Fatalf("the start event's lifted_at is %q (%v): want a time between freeze's start (%v) and the start event (%v)", at, err, started, events[0].Time)
 		}
 	}
-	steps := map[string]string{}
+	steps := map[timeline.Step]string{}
 	for _, e := range events {
 		steps[e.Step] = e.Msg
 	}

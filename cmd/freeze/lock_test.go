@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
-	"freeze/internal/incident"
+	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
@@ -92,9 +92,9 @@ func removeGroupAtCleanup(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := incident.GroupName(match.Spec{Targets: []match.Target{tg}})
+	name := freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
 	t.Cleanup(func() {
-		containtest.RemoveGroups(t, incident.GroupDirs(name)...)
+		containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
 		// A run the test killed leaves its lock file (harmless: the
 		// next run takes it over), named after the test's own chain.
 		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))

@@ -32,8 +32,6 @@ func (o out) sayf(format string, a ...any) {
 	fmt.Fprintf(o.stderr, "freeze: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
 }
 
-var stageNames = map[int]string{1: "match", 2: "freeze growth", 3: "kill rounds", 4: "confirm and record"}
-
 // progress prints one event as a short timestamped line, with the runbook
 // step it belongs to.
 func (o out) progress(e timeline.Event) {
@@ -42,7 +40,7 @@ func (o out) progress(e timeline.Event) {
 	}
 	stage := ""
 	if e.Stage > 0 {
-		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, stageNames[e.Stage])
+		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, e.Stage)
 	}
 	fmt.Fprintf(o.stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, match.OneLine(e.Msg))
 }

@@ -20,12 +20,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/priority/early"
 	"freeze/internal/proc"
+	"freeze/internal/rounds"
 	"freeze/internal/runlock"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -153,16 +154,13 @@ func runStop(o out, args []string) int {
 	if code != 0 {
 		return code
 	}
-	method := freeze.Method(f.method)
-	switch method {
-	case freeze.Auto, freeze.Cgroup2, freeze.Cgroup1, freeze.Sigstop:
-	case freeze.None:
-		if !f.revoke {
-			o.errorf("--method none kills without freezing anything, which loses against a growing chain")
-			o.hintf("add --revoke-exec (for a chain that execs at every hop), or use --method sigstop where no cgroup can be used")
-			return exitUsage
-		}
-	default:
+	method, err := freeze.ParseMethod(f.method, f.revoke)
+	switch {
+	case errors.Is(err, freeze.ErrNoneNeedsRevoke):
+		o.errorf("%v", err)
+		o.hintf("add --revoke-exec (for a chain that execs at every hop), or use --method sigstop where no cgroup can be used")
+		return exitUsage
+	case err != nil:
 		o.errorf("unknown --method %q", f.method)
 		o.hintf("use auto, cgroup2, cgroup1, sigstop, or none with --revoke-exec")
 		return exitUsage
@@ -213,7 +211,7 @@ func runStop(o out, args []string) int {
 	var lock *runlock.Lock
 	if !f.dryRun {
 		var held *runlock.HeldError
-		lock, err = runlock.Acquire(proc.Default, runlock.Dir(), incident.GroupName(spec), command)
+		lock, err = runlock.Acquire(proc.Default, runlock.Dir(), freeze.GroupName(spec), command)
 		switch {
 		case errors.As(err, &held):
 			o.errorf("refused: another freeze run is working on this chain: %s", held.Holder)
@@ -227,18 +225,18 @@ func runStop(o out, args []string) int {
 
 	path := f.timeline
 	if path == "" && !f.dryRun {
-		path = filepath.Join(timelineDir, incident.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
+		path = filepath.Join(timelineDir, freeze.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
 	}
 	rec := openTimeline(o, path)
 	priority.OnDrop(func(why string) {
-		rec.Record(0, "priority-dropped", why, timeline.F{"reason": "RLIMIT_RTTIME"})
+		rec.Record(timeline.StageNone, timeline.StepPriorityDropped, why, timeline.F{"reason": "RLIMIT_RTTIME"})
 	})
 	if lock != nil && lock.Stale != nil {
-		rec.Record(0, "lock-takeover", fmt.Sprintf("took over the run lock from a run that ended without releasing it: %s", *lock.Stale),
+		rec.Record(timeline.StageNone, timeline.StepLockTakeover, fmt.Sprintf("took over the run lock from a run that ended without releasing it: %s", *lock.Stale),
 			timeline.F{"lock": lock.Path(), "stale_pid": lock.Stale.PID, "stale_start_ticks": lock.Stale.Start, "stale_command": lock.Stale.Command})
 	}
 	interrupt, stopWatch := watchSignals(rec)
-	res, runErr := incident.Run(incident.Config{
+	res, runErr := stop.Run(stop.Config{
 		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
 		Command: command, Priority: raised, LiftedAt: liftedAt(),
@@ -247,7 +245,7 @@ func runStop(o out, args []string) int {
 	}, rec)
 	stopWatch()
 	if kib := vmHWM(); kib > 0 {
-		rec.Record(incident.StageRecord, "memory", fmt.Sprintf("freeze's peak resident memory: %.1f MiB (VmHWM)", float64(kib)/1024), timeline.F{"vm_hwm_kib": kib})
+		rec.Record(timeline.StageRecord, timeline.StepMemory, fmt.Sprintf("freeze's peak resident memory: %.1f MiB (VmHWM)", float64(kib)/1024), timeline.F{"vm_hwm_kib": kib})
 	}
 	closeTimeline(o, rec)
 	return report(o, f, rec, res, runErr)
@@ -332,10 +330,10 @@ func watchSignals(rec *timeline.Recorder) (<-chan os.Signal, func()) {
 			case sig := <-sigs:
 				n++
 				if n == 1 {
-					rec.Record(0, "signal", fmt.Sprintf("%s: stopping after the current step; what is frozen stays frozen", incident.SignalName(sig)), timeline.F{"signal": incident.SignalName(sig)})
+					rec.Record(timeline.StageNone, timeline.StepSignal, fmt.Sprintf("%s: stopping after the current step; what is frozen stays frozen", stop.SignalName(sig)), timeline.F{"signal": stop.SignalName(sig)})
 					forward <- sig
 				} else {
-					rec.Record(0, "signal-again", fmt.Sprintf("%s (signal %d of this run): ignored, so that no set is left half-moved; freeze is finishing the current step", incident.SignalName(sig), n), timeline.F{"signal": incident.SignalName(sig), "count": n})
+					rec.Record(timeline.StageNone, timeline.StepSignalAgain, fmt.Sprintf("%s (signal %d of this run): ignored, so that no set is left half-moved; freeze is finishing the current step", stop.SignalName(sig), n), timeline.F{"signal": stop.SignalName(sig), "count": n})
 				}
 			case <-quit:
 				return
@@ -451,104 +449,139 @@ type zombieJSON struct {
 
 // report prints the end of a run: the outcome, what to do next, and the
 // exit code.
-func report(o out, f stopFlags, rec *timeline.Recorder, res incident.Outcome, runErr error) int {
-	code := exitZero
-	s := summary{Matched: res.Matched, Method: string(res.Method), Group: res.Group, Timeline: rec.Path()}
+func report(o out, f stopFlags, rec *timeline.Recorder, res stop.Outcome, runErr error) int {
+	s := summary{Matched: res.Matched, Timeline: rec.Path()}
+	if g := res.Group; g != nil {
+		s.Method, s.Group = string(g.Method()), g.Where()
+	}
 	if ev := rec.Events(); len(ev) > 0 {
 		s.Elapsed = ev[len(ev)-1].ElapsedMS
 	}
-	var guard *freeze.GuardError
-	switch {
-	case errors.As(runErr, &guard):
-		s.Outcome = "refused"
+	if runErr != nil {
 		s.Error = runErr.Error()
-		code = exitRefused
-		o.errorf("refused --revoke-exec: %s %s", guard.Path, guard.Rule)
-		o.hintf("%s; nothing was changed", guard.Hint)
-	case res.Support != nil:
-		s.Outcome = "dry-run"
-		b, _ := json.Marshal(res.Support)
-		s.Support = b
-		for _, sp := range res.Support {
-			if sp.OK {
-				o.sayf("dry run: an incident here would use --method %s; nothing was changed", sp.Method)
-				break
-			}
-		}
-	case res.Held:
-		s.Outcome = "held"
-		o.sayf("holding %d processes frozen in %s", res.Matched, res.Group)
+	}
+	var code int
+	switch res.Kind {
+	case stop.Zero:
+		s.Outcome, code = "zero", exitZero
+		o.sayf("zero remain (%d matched)", res.Matched)
+		o.sayf("next: fix the source (which spawn leaked, and is a process cap really installed?): freeze runbook prevention")
+	case stop.NothingMatched:
+		s.Outcome, code = "nothing-matched", exitZero
+		o.sayf("nothing matched: no live process runs %s", strings.Join(targetArgs(f), " "))
+	case stop.DryRun:
+		s.Outcome, code = "dry-run", exitZero
+		s.Support, _ = json.Marshal(res.Support)
+		reportDryRun(o, res)
+	case stop.Held:
+		s.Outcome, code = "held", exitZero
+		o.sayf("holding %d processes frozen in %s", res.Matched, res.Group.Where())
 		o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
-		o.sayf("to thaw instead:   %s", thawCommand(res))
-	case errors.As(runErr, new(*incident.HiddenError)):
-		s.Outcome = "refused"
-		s.Error = runErr.Error()
-		code = exitRefused
-		o.errorf("refused: %d processes named %q belong to other users and cannot be inspected without root (reading /proc/PID/exe: permission denied), so freeze cannot tell whether they run the target, nor stop them", len(res.Hidden), res.Hidden[0].Comm)
-		sayHidden(o, res.Hidden)
-		o.hintf("run freeze as root (sudo freeze ...); or add --force to act only on your own processes; nothing was changed")
-	case res.Interrupted != nil:
-		s.Outcome = "interrupted"
-		s.Error = runErr.Error()
-		code = exitInterrupted
-		frozen := res.Group != "" && res.Method != freeze.None
-		if !frozen {
-			o.sayf("interrupted by %s in step %d/4 (%s): nothing was frozen", incident.SignalName(res.Interrupted), max(res.InterruptStage, 1), stageNames[max(res.InterruptStage, 1)])
-			o.sayf("to run it again: freeze %s", strings.Join(targetArgs(f), " "))
-			break
-		}
-		if res.Method == freeze.Sigstop {
-			o.sayf("interrupted by %s in step %d/4 (%s): what was stopped stays stopped (SIGSTOP)", incident.SignalName(res.Interrupted), res.InterruptStage, stageNames[res.InterruptStage])
-			o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
-		} else if res.InterruptStage == incident.StageKill {
-			o.sayf("interrupted by %s in step %d/4 (%s): the kill had begun; what is left stays frozen in %s", incident.SignalName(res.Interrupted), res.InterruptStage, stageNames[res.InterruptStage], res.Group)
-			o.sayf("to finish the job: freeze %s   (it reuses %s)", strings.Join(targetArgs(f), " "), res.Group)
-		} else {
-			o.sayf("interrupted by %s in step %d/4 (%s): the chain stays frozen in %s", incident.SignalName(res.Interrupted), res.InterruptStage, stageNames[res.InterruptStage], res.Group)
-			o.sayf("to finish the job: freeze %s   (it reuses %s)", strings.Join(targetArgs(f), " "), res.Group)
-		}
-		o.sayf("to thaw instead:   %s", thawCommand(res))
-	case runErr != nil && len(res.Survivors) > 0:
-		s.Outcome = "survivors"
-		code = exitSurvivors
-		o.errorf("%d processes survive", len(res.Survivors))
-		for i, sv := range res.Survivors {
-			if i == 20 {
-				o.sayf("  ... and %d more", len(res.Survivors)-20)
-				break
-			}
-			line := fmt.Sprintf("  pid %d state %c (%s)", sv.PID, sv.State, sv.Reason)
-			if sv.Wchan != "" {
-				line += " asleep in " + sv.Wchan + ": uninterruptible, it dies when that call returns"
-			}
-			o.sayf("%s", line)
-			s.Survivors = append(s.Survivors, survivorJSON{sv.PID, string(sv.State), sv.Wchan})
-		}
-		o.hintf("run the same command again; processes in state D die when their I/O returns")
-	case runErr != nil:
-		s.Outcome = "error"
-		s.Error = runErr.Error()
-		code = exitSurvivors
+		o.sayf("to thaw instead:   %s", res.Group.ThawHint())
+	case stop.Interrupted:
+		s.Outcome, code = "interrupted", exitInterrupted
+		reportInterrupted(o, f, res)
+	case stop.Survivors:
+		s.Outcome, code = "survivors", exitSurvivors
+		s.Survivors = reportSurvivors(o, res.Survivors)
+	case stop.Refused:
+		s.Outcome, code = "refused", exitRefused
+		reportRefused(o, res, runErr)
+	default:
+		s.Outcome, code = "error", exitSurvivors
 		o.errorf("%v", runErr)
 		if errors.Is(runErr, freeze.ErrNoCgroup) {
 			o.hintf("try --method sigstop, which needs no cgroup")
 		}
-	case res.NothingMatched:
-		s.Outcome = "nothing-matched"
-		o.sayf("nothing matched: no live process runs %s", strings.Join(targetArgs(f), " "))
+	}
+	reportAfter(o, rec, res, code)
+	for _, z := range res.Zombies {
+		s.Zombies = append(s.Zombies, zombieJSON{z.PID, z.PPID})
+	}
+	if f.jsonOut {
+		b, _ := json.MarshalIndent(s, "", "  ")
+		fmt.Fprintln(o.stdout, string(b))
+	}
+	return code
+}
+
+func reportDryRun(o out, res stop.Outcome) {
+	for _, sp := range res.Support {
+		if sp.OK {
+			o.sayf("dry run: an incident here would use --method %s; nothing was changed", sp.Method)
+			break
+		}
+	}
+	for _, r := range res.WouldRevoke {
+		o.sayf("dry run: would revoke exec on %s (mode %#o -> %#o)", r.Path, r.Mode, r.NewMode)
+	}
+	for _, err := range res.Refusals {
+		o.sayf("dry run: the guard would refuse --revoke-exec: %v", err)
+	}
+}
+
+// reportInterrupted says where the run stopped, what holds the chain
+// now, and the two ways on.
+func reportInterrupted(o out, f stopFlags, res stop.Outcome) {
+	sig, stage := stop.SignalName(res.Signal), max(res.Stage, timeline.StageMatch)
+	where := fmt.Sprintf("interrupted by %s in step %d/4 (%s)", sig, stage, stage)
+	again := "freeze " + strings.Join(targetArgs(f), " ")
+	g := res.Group
+	switch {
+	case g == nil || !g.Freezes():
+		o.sayf("%s: nothing was frozen", where)
+		o.sayf("to run it again: %s", again)
+		return
+	case !g.Holds():
+		o.sayf("%s: what was stopped stays stopped (%s)", where, g.Where())
+		o.sayf("to finish the job: %s", again)
+	case res.Stage == timeline.StageKill:
+		o.sayf("%s: the kill had begun; what is left stays frozen in %s", where, g.Where())
+		o.sayf("to finish the job: %s   (it reuses %s)", again, g.Where())
 	default:
-		s.Outcome = "zero"
-		o.sayf("zero remain (%d matched)", res.Matched)
-		o.sayf("next: fix the source (which spawn leaked, and is a process cap really installed?): freeze runbook prevention")
+		o.sayf("%s: the chain stays frozen in %s", where, g.Where())
+		o.sayf("to finish the job: %s   (it reuses %s)", again, g.Where())
 	}
-	if res.Support != nil {
-		for _, r := range res.WouldRevoke {
-			o.sayf("dry run: would revoke exec on %s (mode %#o -> %#o)", r.Path, r.Mode, r.NewMode)
+	o.sayf("to thaw instead:   %s", g.ThawHint())
+}
+
+func reportSurvivors(o out, survivors []rounds.Survivor) []survivorJSON {
+	var js []survivorJSON
+	o.errorf("%d processes survive", len(survivors))
+	for i, sv := range survivors {
+		js = append(js, survivorJSON{sv.PID, string(sv.State), sv.Wchan})
+		if i == 20 {
+			o.sayf("  ... and %d more", len(survivors)-20)
+			continue
 		}
-		for _, err := range res.Refused {
-			o.sayf("dry run: the guard would refuse --revoke-exec: %v", err)
+		if i > 20 {
+			continue
 		}
+		line := fmt.Sprintf("  pid %d state %c (%s)", sv.PID, sv.State, sv.Reason)
+		if sv.Wchan != "" {
+			line += " asleep in " + sv.Wchan + ": uninterruptible, it dies when that call returns"
+		}
+		o.sayf("%s", line)
 	}
+	o.hintf("run the same command again; processes in state D die when their I/O returns")
+	return js
+}
+
+func reportRefused(o out, res stop.Outcome, runErr error) {
+	var guard *freeze.GuardError
+	if errors.As(runErr, &guard) {
+		o.errorf("refused --revoke-exec: %s %s", guard.Path, guard.Rule)
+		o.hintf("%s; nothing was changed", guard.Hint)
+		return
+	}
+	o.errorf("refused: %d processes named %q belong to other users and cannot be inspected without root (reading /proc/PID/exe: permission denied), so freeze cannot tell whether they run the target, nor stop them", len(res.Hidden), res.Hidden[0].Comm)
+	sayHidden(o, res.Hidden)
+	o.hintf("run freeze as root (sudo freeze ...); or add --force to act only on your own processes; nothing was changed")
+}
+
+// reportAfter says what every outcome may leave: revoked files, hidden
+// processes left alone, zombies, and where the timeline is.
+func reportAfter(o out, rec *timeline.Recorder, res stop.Outcome, code int) {
 	if len(res.Revoked) > 0 {
 		o.sayf("exec stays revoked on %d file(s): the binary is the bug, so nothing can start it again until it is fixed", len(res.Revoked))
 		if rec.Path() != "" {
@@ -563,20 +596,12 @@ func report(o out, f stopFlags, rec *timeline.Recorder, res incident.Outcome, ru
 		o.warnf("%d processes named %q of other users could not be inspected (permission denied without root) and were left alone:", len(res.Hidden), res.Hidden[0].Comm)
 		sayHidden(o, res.Hidden)
 	}
-	for _, z := range res.Zombies {
-		s.Zombies = append(s.Zombies, zombieJSON{z.PID, z.PPID})
-	}
 	if n := len(res.Zombies); n > 0 {
 		o.sayf("%d zombies of the chain are waiting for their parent to reap them (first: pid %d, parent %d); they hold pids but run nothing", n, res.Zombies[0].PID, res.Zombies[0].PPID)
 	}
 	if rec.Path() != "" {
 		o.sayf("timeline: %s (render it with: freeze timeline %s)", rec.Path(), rec.Path())
 	}
-	if f.jsonOut {
-		b, _ := json.MarshalIndent(s, "", "  ")
-		fmt.Fprintln(o.stdout, string(b))
-	}
-	return code
 }
 
 // sayHidden lists processes that could not be inspected, with their owner.
@@ -606,14 +631,4 @@ func targetArgs(f stopFlags) []string {
 		a = append(a, "--arg", match.ShellQuote(x))
 	}
 	return a
-}
-
-func thawCommand(res incident.Outcome) string {
-	switch res.Method {
-	case freeze.Cgroup2:
-		return fmt.Sprintf("echo 0 > %s/cgroup.freeze  (then, once it is empty: rmdir %s)", res.Group, res.Group)
-	case freeze.Cgroup1:
-		return fmt.Sprintf("echo THAWED > %s/freezer.state  (then, once it is empty: rmdir %s)", res.Group, res.Group)
-	}
-	return "kill -CONT each stopped pid"
 }

@@ -11,7 +11,7 @@ import (
 
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 	"freeze/runbooks"
 )
@@ -122,10 +122,8 @@ func runDrill(o out, args []string) int {
 		o.errorf("drill: --size %d: choose 1 to %d", *size, drill.MaxSize)
 		return exitUsage
 	}
-	m := freeze.Method(*method)
-	switch m {
-	case freeze.Auto, freeze.Cgroup2, freeze.Cgroup1, freeze.Sigstop:
-	default:
+	m, err := freeze.ParseMethod(*method, false)
+	if err != nil {
 		o.errorf("drill: unknown --method %q", *method)
 		o.hintf("use auto, cgroup2, cgroup1 or sigstop")
 		return exitUsage
@@ -137,9 +135,9 @@ func runDrill(o out, args []string) int {
 	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
 	rec := openTimeline(o, *tpath)
 	rep, err := drill.Run(drill.Config{Size: *size, Shape: *shape, Method: m, Timeout: *timeout, Rounds: defaultRounds, Priority: raised},
-		rec, func(s string) { rec.Record(0, "drill", s, nil) })
-	ok := err == nil && rep.StopErr == nil && rep.Outcome.Zero && len(rep.Leftovers) == 0
-	rec.Record(0, "drill-end", fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
+		rec, func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) })
+	ok := err == nil && rep.StopErr == nil && rep.Outcome.Kind == stop.Zero && len(rep.Leftovers) == 0
+	rec.Record(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
 		timeline.F{"passed": ok, "reached": rep.Reached, "leftovers": rep.Leftovers})
 	closeTimeline(o, rec)
 	if err != nil {
@@ -155,7 +153,7 @@ func runDrill(o out, args []string) int {
 		o.hintf("read the timeline, and 'freeze runbook no-cgroup' if no cgroup could be used")
 		return exitSurvivors
 	}
-	o.sayf("drill passed: %d processes contained to zero in %v with --method %s; nothing left behind", rep.Reached, rep.Incident.Round(time.Millisecond), rep.Outcome.Method)
+	o.sayf("drill passed: %d processes contained to zero in %v with --method %s; nothing left behind", rep.Reached, rep.Incident.Round(time.Millisecond), rep.Outcome.Group.Method())
 	o.sayf("in an incident here: freeze --path /abs/path/of/the/runaway (this machine would use --method %s)", rep.WouldUse)
 	if rec.Path() != "" {
 		o.sayf("timeline: %s (render it with: freeze timeline %s)", rec.Path(), rec.Path())
@@ -203,7 +201,7 @@ func runRestore(o out, args []string) int {
 		o.errorf("restore: timeline %s: %v", *path, err)
 		return exitUsage
 	}
-	revs, err := incident.Revocations(events)
+	revs, err := stop.Revocations(events)
 	if err != nil {
 		o.errorf("restore: timeline %s: %v", *path, err)
 		return exitUsage

@@ -26,7 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
+	"freeze/internal/stop"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
@@ -64,7 +64,7 @@ type Report struct {
 	Root        bool
 	Cap         string // how the chain was capped
 	Reached     int    // population when the stop order started
-	Outcome     incident.Outcome
+	Outcome     stop.Outcome
 	Leftovers   []string
 	StopErr     error
 	Incident    time.Duration
@@ -151,7 +151,7 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 		method = freeze.Auto
 	}
 	t0 := time.Now()
-	rep.Outcome, rep.StopErr = incident.Run(incident.Config{
+	rep.Outcome, rep.StopErr = stop.Run(stop.Config{
 		FS: proc.Default, Spec: match.Spec{Targets: []match.Target{tg}}, Method: method,
 		Rounds: c.Rounds, Timeout: c.Timeout, RoundWait: 3 * time.Second,
 		Command: append([]string{"freeze", "--path", ch.path}, "(drill)"), Priority: c.Priority,
@@ -160,20 +160,10 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	if left := ch.live(); len(left) > 0 {
 		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("%d chain processes alive after the stop order: %v", len(left), head(left, 10)))
 	}
-	if dir := groupDir(incident.GroupName(match.Spec{Targets: []match.Target{tg}})); dir != "" {
+	for _, dir := range freeze.GroupDirs(freeze.GroupName(match.Spec{Targets: []match.Target{tg}})) {
 		rep.Leftovers = append(rep.Leftovers, "freeze group left: "+dir)
 	}
 	return rep, nil
-}
-
-func groupDir(name string) string {
-	if m, err := freeze.Cgroup2Mount(); err == nil && fileExists(filepath.Join(m, name)) {
-		return filepath.Join(m, name)
-	}
-	if d := filepath.Join("/sys/fs/cgroup/freezer", name); fileExists(d) {
-		return d
-	}
-	return ""
 }
 
 // chain is the drill's runaway chain and its cap.

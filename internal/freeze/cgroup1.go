@@ -53,8 +53,15 @@ func (g *cgroup1Group) write(file, v string) error {
 	return os.WriteFile(filepath.Join(g.dir, file), []byte(v), 0)
 }
 
-func (g *cgroup1Group) Method() Method  { return Cgroup1 }
-func (g *cgroup1Group) Where() string   { return g.dir }
+func (g *cgroup1Group) Method() Method       { return Cgroup1 }
+func (g *cgroup1Group) Where() string        { return g.dir }
+func (g *cgroup1Group) Freezes() bool        { return true }
+func (g *cgroup1Group) Holds() bool          { return true }
+func (g *cgroup1Group) StopFirst() bool      { return true }
+func (g *cgroup1Group) KillReachesAll() bool { return true }
+func (g *cgroup1Group) ThawHint() string {
+	return fmt.Sprintf("echo THAWED > %s/freezer.state  (then, once it is empty: rmdir %s)", g.dir, g.dir)
+}
 func (g *cgroup1Group) Reused() bool    { return g.reused }
 func (g *cgroup1Group) Notes() []string { return nil }
 

@@ -87,8 +87,15 @@ func openCgroup2(fs proc.FS, name string) (Group, error) {
 	return g, nil
 }
 
-func (g *cgroup2Group) Method() Method  { return Cgroup2 }
-func (g *cgroup2Group) Where() string   { return g.dir }
+func (g *cgroup2Group) Method() Method       { return Cgroup2 }
+func (g *cgroup2Group) Where() string        { return g.dir }
+func (g *cgroup2Group) Freezes() bool        { return true }
+func (g *cgroup2Group) Holds() bool          { return true }
+func (g *cgroup2Group) StopFirst() bool      { return true }
+func (g *cgroup2Group) KillReachesAll() bool { return true }
+func (g *cgroup2Group) ThawHint() string {
+	return fmt.Sprintf("echo 0 > %s/cgroup.freeze  (then, once it is empty: rmdir %s)", g.dir, g.dir)
+}
 func (g *cgroup2Group) Reused() bool    { return g.reused }
 func (g *cgroup2Group) Notes() []string { return g.notes }
 

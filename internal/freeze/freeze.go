@@ -29,6 +29,28 @@ const (
 	Sigstop Method = "sigstop"
 )
 
+// ErrUnknownMethod and ErrNoneNeedsRevoke refuse a --method.
+var (
+	ErrUnknownMethod   = errors.New("unknown method")
+	ErrNoneNeedsRevoke = errors.New("--method none kills without freezing anything, which loses against a growing chain")
+)
+
+// ParseMethod reads a --method. none is taken only together with
+// --revoke-exec (revoke): without it nothing would stop the chain's
+// growth.
+func ParseMethod(name string, revoke bool) (Method, error) {
+	switch m := Method(name); m {
+	case Auto, Cgroup2, Cgroup1, Sigstop:
+		return m, nil
+	case None:
+		if !revoke {
+			return "", ErrNoneNeedsRevoke
+		}
+		return m, nil
+	}
+	return "", fmt.Errorf("%w %q", ErrUnknownMethod, name)
+}
+
 // Methods in the order auto tries them.
 var Methods = []Method{Cgroup2, Cgroup1, Sigstop}
 
@@ -44,11 +66,28 @@ var ErrDeadline = errors.New("deadline passed")
 // gone) and continued, so the set is never left half-moved.
 var ErrStopped = errors.New("stopped between rounds")
 
-// A Group is the frozen set.
+// A Group is the frozen set. Everything that differs between methods is
+// a method of it, so no caller ever compares method names.
 type Group interface {
 	Method() Method
 	// Where names the set: a cgroup directory, or "SIGSTOP".
 	Where() string
+	// Freezes reports whether the method freezes anything at all: false
+	// only for none, which kills without freezing.
+	Freezes() bool
+	// Holds reports whether the set is a container that keeps its
+	// members frozen after freeze exits, and that nobody but its owner
+	// can thaw (a cgroup); false for SIGSTOP, which anyone may continue.
+	Holds() bool
+	// StopFirst reports whether Grow should SIGSTOP a batch before
+	// moving it in: a move into a cgroup waits for every fork in flight
+	// on the machine, so moving a set that is still forking is slow.
+	StopFirst() bool
+	// KillReachesAll reports whether Kill reaches every member, so the
+	// kill rounds need not signal members one by one.
+	KillReachesAll() bool
+	// ThawHint is the command that thaws the set instead of killing it.
+	ThawHint() string
 	// Reused reports that the group was left by an earlier --hold run.
 	Reused() bool
 	// Snapshot returns a test for "already in the frozen set", valid for
@@ -160,7 +199,7 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 				return res, err
 			}
 			pinned = append(pinned, h)
-			if g.Method() != Sigstop {
+			if g.StopFirst() {
 				// Stop first: a signal is cheap, and a move waits for
 				// every fork in flight on the machine (the kernel's
 				// cgroup_threadgroup_rwsem), so moving a set that is
@@ -182,7 +221,7 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 			}
 			r.Moved++
 		}
-		if g.Method() != Sigstop {
+		if g.StopFirst() {
 			// Now inside the frozen group: clear the stop. A stopped task
 			// does not count as frozen (cgroup.events stays at frozen 0)
 			// until it wakes, and a task woken in a freezing group traps
@@ -257,9 +296,14 @@ const None Method = "none"
 // signal each one.
 type noneGroup struct{}
 
-func (noneGroup) Method() Method { return None }
-func (noneGroup) Where() string  { return "no freezer (--method none)" }
-func (noneGroup) Reused() bool   { return false }
+func (noneGroup) Method() Method       { return None }
+func (noneGroup) Where() string        { return "no freezer (--method none)" }
+func (noneGroup) Freezes() bool        { return false }
+func (noneGroup) Holds() bool          { return false }
+func (noneGroup) StopFirst() bool      { return false }
+func (noneGroup) KillReachesAll() bool { return false }
+func (noneGroup) ThawHint() string     { return "nothing to thaw: nothing was frozen" }
+func (noneGroup) Reused() bool         { return false }
 func (noneGroup) Snapshot() (func(match.Proc) bool, error) {
 	return func(match.Proc) bool { return false }, nil
 }

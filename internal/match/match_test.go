@@ -119,7 +119,7 @@ func TestScanMatchesTheFileNotTheBytes(t *testing.T) {
 		}
 	}
 	// --under the test cache takes both.
-	res, _ = NewScanner(proc.Default, Spec{Under: []string{c.Dir}}).Scan()
+	res = scan(t, Spec{Under: []string{c.Dir}})
 	if res.Counts[ByUnder] != 17 {
 		t.Fatalf("--under matched %v, want 17", res.Counts)
 	}
@@ -162,15 +162,15 @@ func TestScanDescendantsAndArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _ := NewScanner(proc.Default, Spec{Targets: []Target{tg}, Args: []string{"-g"}}).Scan()
+	res := scan(t, Spec{Targets: []Target{tg}, Args: []string{"-g"}})
 	if res.Counts[ByPath] != 1 || res.Counts[ByDescendant] != 11 {
 		t.Fatalf("with --arg -g: %v, want the leader by path and 11 descendants", res.Counts)
 	}
-	res, _ = NewScanner(proc.Default, Spec{Targets: []Target{tg}, Args: []string{"-g"}, NoDescendants: true}).Scan()
+	res = scan(t, Spec{Targets: []Target{tg}, Args: []string{"-g"}, NoDescendants: true})
 	if res.Live() != 1 {
 		t.Fatalf("--no-descendants matched %d, want the leader alone", res.Live())
 	}
-	res, _ = NewScanner(proc.Default, Spec{Targets: []Target{tg}, Args: []string{"no-such-arg"}}).Scan()
+	res = scan(t, Spec{Targets: []Target{tg}, Args: []string{"no-such-arg"}})
 	if res.Live() != 0 {
 		t.Fatalf("an --arg nobody has matched %d", res.Live())
 	}
@@ -184,10 +184,24 @@ func TestScanExcludesSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _ := NewScanner(proc.Default, Spec{Targets: []Target{tg}}).Scan()
+	res := scan(t, Spec{Targets: []Target{tg}})
+	if res.Scanned < 2 {
+		t.Fatalf("the scan looked at %d processes", res.Scanned)
+	}
 	for _, p := range res.Procs {
 		if p.PID == os.Getpid() {
 			t.Fatal("the scanning process matched itself")
 		}
 	}
+}
+
+// scan runs one scan and fails the test if it fails: a test that
+// discarded the error would pass on a scan that found nothing.
+func scan(t *testing.T, spec Spec) Result {
+	t.Helper()
+	res, err := NewScanner(proc.Default, spec).Scan()
+	if err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	return res
 }

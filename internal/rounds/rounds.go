@@ -101,7 +101,7 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			if err := c.Group.Kill(); err != nil {
 				r.GroupErr = err.Error()
 			} else {
-				groupKilled = c.Group.Method() != freeze.Sigstop
+				groupKilled = c.Group.KillReachesAll()
 			}
 		}
 		var direct []proc.ID

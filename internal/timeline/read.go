@@ -57,10 +57,10 @@ func fromMap(m map[string]any) (Event, error) {
 	if step == "" {
 		return e, fmt.Errorf("missing \"step\"")
 	}
-	e.Time, e.Step = t, step
+	e.Time, e.Step = t, Step(step)
 	e.ElapsedMS, _ = m["elapsed_ms"].(float64)
 	st, _ := m["stage"].(float64)
-	e.Stage = int(st)
+	e.Stage = Stage(st)
 	e.Msg, _ = m["msg"].(string)
 	e.Fields = map[string]any{}
 	for k, v := range m {

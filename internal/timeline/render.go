@@ -10,9 +10,11 @@ import (
 )
 
 // Render writes events in format ("markdown", "text" or "json") as a
-// section to paste into a postmortem. A timeline that does not end with a
-// final step (zero, survivors, hold, nothing matched, dry run) is said to
-// stop early, with its last step.
+// section to paste into a postmortem. A timeline with no step that ends a
+// run (zero, survivors, hold, nothing matched, dry run, interrupted, a
+// failure) is said to stop early, with its last step; events recorded
+// after the end (freeze's peak memory) do not make a finished run look
+// cut.
 func Render(w io.Writer, events []Event, format string) error {
 	switch format {
 	case "json":
@@ -54,7 +56,7 @@ func Render(w io.Writer, events []Event, format string) error {
 	h("Outcome")
 	fmt.Fprintln(w, outcome(events))
 	for _, e := range events {
-		if e.Step == "method" {
+		if e.Step == StepMethod {
 			fmt.Fprintf(w, "\nMethod: %v at %v, because: %v\n", e.Fields["method"], e.Fields["group"], e.Fields["why"])
 		}
 	}
@@ -74,7 +76,7 @@ func Render(w io.Writer, events []Event, format string) error {
 	}
 	h("Counts per round")
 	for _, e := range events {
-		if e.Step != "freeze-round" && e.Step != "kill-round" {
+		if e.Step != StepFreezeRound && e.Step != StepKillRound {
 			continue
 		}
 		keys := make([]string, 0, len(e.Fields))
@@ -92,16 +94,18 @@ func Render(w io.Writer, events []Event, format string) error {
 		}
 		fmt.Fprintf(w, "%s%s: %s\n", prefix, e.Step, strings.Join(kv, " "))
 	}
-	if !final(last.Step) {
-		fmt.Fprintf(w, "\nThis timeline stops early, after step %q at %s: the run was interrupted or is still going.\n", last.Step, last.Time.UTC().Format("15:04:05.000"))
+	if !ended(events) {
+		fmt.Fprintf(w, "\nThis timeline stops early, after step %q at %s: freeze was killed, or is still going.\n", last.Step, last.Time.UTC().Format("15:04:05.000"))
 	}
 	return nil
 }
 
-func final(step string) bool {
-	switch step {
-	case "zero", "survivors", "hold", "nothing-matched", "dry-run", "method-failed", "drill-end":
-		return true
+// ended reports whether any event ends the run.
+func ended(events []Event) bool {
+	for _, e := range events {
+		if e.Step.Ends() {
+			return true
+		}
 	}
 	return false
 }
@@ -110,18 +114,24 @@ func outcome(events []Event) string {
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
 		switch e.Step {
-		case "zero":
+		case StepZero:
 			return fmt.Sprintf("Zero remain, confirmed %.1f ms after the start.", e.ElapsedMS)
-		case "survivors":
+		case StepSurvivors:
 			return "Survivors remained: " + e.Msg
-		case "hold":
+		case StepHold:
 			return "Held frozen for inspection: " + e.Msg
-		case "nothing-matched":
+		case StepNothingMatched:
 			return "Nothing matched."
-		case "dry-run":
+		case StepDryRun:
 			return "Dry run: nothing was changed."
-		case "method-failed":
+		case StepMethodFailed:
 			return "No freeze method could be used: " + e.Msg
+		case StepInterrupted:
+			return "Interrupted: " + e.Msg
+		case StepFailed:
+			return "Failed: " + e.Msg
+		case StepDrillEnd:
+			return "Drill: " + e.Msg
 		}
 	}
 	return "Unknown: the timeline ends before an outcome."

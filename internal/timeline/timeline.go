@@ -24,8 +24,8 @@ import (
 type Event struct {
 	Time      time.Time      `json:"time"`
 	ElapsedMS float64        `json:"elapsed_ms"`
-	Step      string         `json:"step"`
-	Stage     int            `json:"stage,omitempty"` // runbook step 1..4, 0 outside the stop order
+	Step      Step           `json:"step"`
+	Stage     Stage          `json:"stage,omitempty"` // runbook step 1..4, 0 outside the stop order
 	Msg       string         `json:"msg,omitempty"`
 	Fields    map[string]any `json:"-"`
 }
@@ -181,7 +181,7 @@ func (r *Recorder) SaveCopy(dirs ...string) (string, error) {
 }
 
 // Record adds an event.
-func (r *Recorder) Record(stage int, step, msg string, fields F) Event {
+func (r *Recorder) Record(stage Stage, step Step, msg string, fields F) Event {
 	now := time.Now()
 	e := Event{Time: now, ElapsedMS: float64(now.Sub(r.start).Microseconds()) / 1000, Step: step, Stage: stage, Msg: msg, Fields: fields}
 	r.mu.Lock()

@@ -10,7 +10,7 @@ import (
 func TestRecordWritesLinesAndReadsBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.jsonl")
 	var seen []string
-	r, err := New(path, func(e Event) { seen = append(seen, e.Step) })
+	r, err := New(path, func(e Event) { seen = append(seen, string(e.Step)) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +27,13 @@ func TestRecordWritesLinesAndReadsBack(t *testing.T) {
 	if len(events) != 3 || events[1].Fields["method"] != "cgroup2" || events[1].Stage != 2 || strings.Join(seen, ",") != "start,method,zero" {
 		t.Fatalf("events %+v, seen %v", events, seen)
 	}
-	if !events[0].Time.Before(events[2].Time) && !events[0].Time.Equal(events[2].Time) {
-		t.Fatal("times out of order")
+	// Elapsed is measured from the recorder's start: the gap between two
+	// events' elapsed times is the gap between their wall times.
+	for _, e := range events[1:] {
+		gap := float64(e.Time.Sub(events[0].Time).Microseconds()) / 1000
+		if d := e.ElapsedMS - events[0].ElapsedMS - gap; d > 0.01 || d < -0.01 {
+			t.Fatalf("event %q: elapsed %.3f ms after the first, but its time is %.3f ms after", e.Step, e.ElapsedMS-events[0].ElapsedMS, gap)
+		}
 	}
 }
 
@@ -104,5 +109,25 @@ func TestUnwritableTimelineStaysInMemory(t *testing.T) {
 	r.Record(0, "start", "s", nil)
 	if len(r.Events()) != 1 || r.Path() != "" || r.Close() != nil {
 		t.Fatal("the in-memory recorder did not keep the event")
+	}
+}
+
+// A finished run records its peak memory after the zero: the renderer
+// must call it finished, with its outcome, not cut short.
+func TestRenderFinishedRunWithEventsAfterTheEnd(t *testing.T) {
+	in := `{"time":"2026-11-29T20:00:00Z","step":"start","elapsed_ms":0,"msg":"freeze run started"}
+{"time":"2026-11-29T20:00:01.2Z","step":"zero","elapsed_ms":1200,"stage":4,"msg":"zero remain"}
+{"time":"2026-11-29T20:00:01.3Z","step":"memory","elapsed_ms":1300,"stage":4,"msg":"peak 15 MiB"}
+`
+	events, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Render(&b, events, "text"); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "stops early") || !strings.Contains(out, "Zero remain, confirmed 1200.0 ms after the start.") {
+		t.Fatalf("a finished run rendered as cut, or without its outcome:\n%s", out)
 	}
 }

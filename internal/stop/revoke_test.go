@@ -1,4 +1,4 @@
-package incident
+package stop
 
 import (
 	"os"
@@ -52,7 +52,7 @@ func TestRevokeExecStopsAnExecChain(t *testing.T) {
 	os.Chmod(c.Path, 0o755)
 	rec, _ := timeline.New("", nil)
 	out, err := Run(cfg, rec)
-	if err != nil || !out.Zero {
+	if err != nil || out.Kind != Zero {
 		t.Fatalf("--method none after revoking exec: %+v %v", out, err)
 	}
 	if len(out.Revoked) != 1 {
@@ -67,13 +67,16 @@ func TestRevokeExecStopsAnExecChain(t *testing.T) {
 }
 
 // Revoking exec alone does not stop a chain that only forks: it is an
-// addition to freezing, not a replacement.
+// addition to freezing, not a replacement. The chain must go on starting
+// processes after the revocation; how fast is the benchmark's business.
 func TestRevokeExecDoesNotStopAForkOnlyChain(t *testing.T) {
 	requireRoot(t)
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 400, HopCap: 1000000,
-		Timeout: 60 * time.Second, Interval: 300 * time.Millisecond})
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 1000, HopCap: 1000000,
+		Timeout: 90 * time.Second, Interval: 300 * time.Millisecond})
 	restoreMode(t, c.Path)
-	c.WaitPopulation(8, 10*time.Second)
+	if n := c.WaitPopulation(8, 30*time.Second); n < 8 {
+		t.Fatalf("the chain reached %d of 8", n)
+	}
 	r, err := freeze.CheckRevoke(c.Path, freeze.DisposableRoots(nil), false)
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +84,11 @@ func TestRevokeExecDoesNotStopAForkOnlyChain(t *testing.T) {
 	if _, err := freeze.Revoke(r); err != nil {
 		t.Fatal(err)
 	}
+	if st, _ := os.Stat(c.Path); st.Mode().Perm()&0o111 != 0 {
+		t.Fatalf("exec bits still on after Revoke: %v", st.Mode())
+	}
 	at := c.Population()
-	if n := c.WaitPopulation(4*at, 10*time.Second); n < 4*at {
-		t.Fatalf("a fork-only chain went from %d to only %d with exec revoked; it should keep growing", at, n)
+	if n := c.WaitPopulation(at+50, 60*time.Second); n < at+50 {
+		t.Fatalf("a fork-only chain went from %d to only %d in 60 s with exec revoked; forks need no exec bit, so it should keep growing", at, n)
 	}
 }

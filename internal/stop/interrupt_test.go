@@ -1,4 +1,4 @@
-package incident
+package stop
 
 import (
 	"errors"
@@ -26,13 +26,13 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 	supported(t, freeze.Cgroup2)
 	cases := []struct {
 		name      string
-		at        string // the step whose record triggers the interrupt; "" = before the run
-		wantStage int
+		at        timeline.Step // the step whose record triggers the interrupt; "" = before the run
+		wantStage timeline.Stage
 		wantHeld  bool // the chain is whole and frozen in the group afterwards
 	}{
-		{"before-anything", "", StageMatch, false},
-		{"after-first-freeze-round", "freeze-round", StageFreeze, true},
-		{"during-kill-rounds", "kill-round", StageKill, false},
+		{"before-anything", "", timeline.StageMatch, false},
+		{"after-first-freeze-round", timeline.StepFreezeRound, timeline.StageFreeze, true},
+		{"during-kill-rounds", timeline.StepKillRound, timeline.StageKill, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,8 +58,8 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 			if !errors.Is(err, ErrInterrupted) {
 				t.Fatalf("run: %v, want ErrInterrupted (outcome %+v)", err, out)
 			}
-			if out.InterruptStage != tc.wantStage || out.Interrupted != os.Interrupt {
-				t.Fatalf("interrupted at stage %d by %v, want stage %d by SIGINT", out.InterruptStage, out.Interrupted, tc.wantStage)
+			if out.Stage != tc.wantStage || out.Signal != os.Interrupt {
+				t.Fatalf("interrupted at stage %d by %v, want stage %d by SIGINT", out.Stage, out.Signal, tc.wantStage)
 			}
 			var recorded *timeline.Event
 			for _, e := range rec.Events() {
@@ -71,9 +71,9 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 			if recorded == nil || !strings.Contains(recorded.Msg, "SIGINT") {
 				t.Fatalf("the timeline does not record the interrupt: %+v", recorded)
 			}
-			group := filepath.Join(mustMount(t), GroupName(cfg.Spec))
+			group := filepath.Join(mustMount(t), freeze.GroupName(cfg.Spec))
 			switch {
-			case tc.wantStage == StageMatch:
+			case tc.wantStage == timeline.StageMatch:
 				if _, err := os.Stat(group); err == nil {
 					t.Fatalf("an interrupt before anything changed left a group %s", group)
 				}
@@ -87,8 +87,8 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 						rounds++
 					}
 				}
-				if rounds != 1 || hasStep(rec, "fixed") {
-					t.Fatalf("%d freeze rounds ran (fixed set: %v); the interrupt after round 1 must end growth there", rounds, hasStep(rec, "fixed"))
+				if rounds != 1 || hasStep(rec, timeline.StepFixed) {
+					t.Fatalf("%d freeze rounds ran (fixed set: %v); the interrupt after round 1 must end growth there", rounds, hasStep(rec, timeline.StepFixed))
 				}
 				if n := c.Population(); n < 300 {
 					t.Fatalf("chain at %d after the interrupt, want it whole (300): nothing may be killed", n)
@@ -116,10 +116,10 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 			cfg.Interrupt = nil
 			rec2, _ := timeline.New("", nil)
 			out2, err := Run(cfg, rec2)
-			if err != nil || !out2.Zero {
+			if err != nil || out2.Kind != Zero {
 				t.Fatalf("rerun after the interrupt: %+v %v", out2, err)
 			}
-			if tc.wantHeld && !hasStep(rec2, "reuse") {
+			if tc.wantHeld && !hasStep(rec2, timeline.StepReuse) {
 				t.Fatal("the rerun did not reuse the held group")
 			}
 			if left := c.Survivors(); len(left) > 0 {
@@ -148,7 +148,7 @@ func inGroup(group string, pid int) bool {
 	return false
 }
 
-func hasStep(rec *timeline.Recorder, step string) bool {
+func hasStep(rec *timeline.Recorder, step timeline.Step) bool {
 	for _, e := range rec.Events() {
 		if e.Step == step {
 			return true

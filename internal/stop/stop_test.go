@@ -1,4 +1,4 @@
-package incident
+package stop
 
 import (
 	"os"
@@ -55,7 +55,7 @@ func config(t *testing.T, m freeze.Method, paths ...string) Config {
 	for _, p := range paths {
 		spec.Targets = append(spec.Targets, target(t, p))
 	}
-	t.Cleanup(func() { removeLeftGroups(t, GroupName(spec)) })
+	t.Cleanup(func() { removeLeftGroups(t, freeze.GroupName(spec)) })
 	return Config{FS: proc.Default, Spec: spec, Method: m, Rounds: 20, Timeout: 60 * time.Second, RoundWait: 3 * time.Second}
 }
 
@@ -63,7 +63,7 @@ func config(t *testing.T, m freeze.Method, paths ...string) Config {
 // members can only be the test's own chain: the group is named after the
 // chain's file, which lives in the test's temporary directory.
 func removeLeftGroups(t *testing.T, name string) {
-	containtest.RemoveGroups(t, GroupDirs(name)...)
+	containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
 }
 
 // startDecoy starts an identical copy of the fixture beside the chain.
@@ -92,7 +92,7 @@ func checkDecoy(t *testing.T, d *containtest.Chain) {
 
 func noGroupLeft(t *testing.T, spec match.Spec) {
 	t.Helper()
-	name := GroupName(spec)
+	name := freeze.GroupName(spec)
 	if mount, err := freeze.Cgroup2Mount(); err == nil {
 		if _, err := os.Stat(filepath.Join(mount, name)); err == nil {
 			t.Errorf("cgroup %s left behind", filepath.Join(mount, name))
@@ -132,7 +132,7 @@ func TestStopOrderReachesZero(t *testing.T) {
 				if err != nil {
 					t.Fatalf("run: %v (survivors %d)", err, len(out.Survivors))
 				}
-				if !out.Zero || out.Method != m {
+				if out.Kind != Zero || out.Group.Method() != m {
 					t.Fatalf("outcome %+v", out)
 				}
 				if left := c.Survivors(); len(left) > 0 {
@@ -165,7 +165,7 @@ func TestTimelineStepsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	order := []string{"start", "match", "method", "freeze-round", "fixed", "kill-round", "zero"}
+	order := []timeline.Step{timeline.StepStart, timeline.StepMatch, timeline.StepMethod, timeline.StepFreezeRound, timeline.StepFixed, timeline.StepKillRound, timeline.StepZero}
 	i := 0
 	var last time.Time
 	for _, e := range events {
@@ -178,7 +178,7 @@ func TestTimelineStepsInOrder(t *testing.T) {
 		}
 	}
 	if i != len(order) {
-		var steps []string
+		var steps []timeline.Step
 		for _, e := range events {
 			steps = append(steps, e.Step)
 		}
@@ -196,25 +196,25 @@ func TestHoldThenRunReusesOneGroup(t *testing.T) {
 	cfg.Hold = true
 	rec, _ := timeline.New("", nil)
 	out, err := Run(cfg, rec)
-	if err != nil || !out.Held {
+	if err != nil || out.Kind != Held {
 		t.Fatalf("hold: %+v %v", out, err)
 	}
-	t.Cleanup(func() { os.Remove(out.Group) }) // only if the second run failed
+	t.Cleanup(func() { os.Remove(out.Group.Where()) }) // only if the second run failed
 	if n := c.Population(); n != 300 {
 		t.Fatalf("a held chain should stay whole: population %d, want 300", n)
 	}
-	b, err := os.ReadFile(filepath.Join(out.Group, "cgroup.procs"))
+	b, err := os.ReadFile(filepath.Join(out.Group.Where(), "cgroup.procs"))
 	if err != nil || len(b) == 0 {
-		t.Fatalf("held group %s is empty or gone: %v", out.Group, err)
+		t.Fatalf("held group %s is empty or gone: %v", out.Group.Where(), err)
 	}
 	cfg.Hold = false
 	rec2, _ := timeline.New("", nil)
 	out2, err := Run(cfg, rec2)
-	if err != nil || !out2.Zero {
+	if err != nil || out2.Kind != Zero {
 		t.Fatalf("second run: %+v %v", out2, err)
 	}
-	if out2.Group != out.Group {
-		t.Fatalf("second run used %s, the hold left %s: two groups", out2.Group, out.Group)
+	if out2.Group.Where() != out.Group.Where() {
+		t.Fatalf("second run used %s, the hold left %s: two groups", out2.Group.Where(), out.Group.Where())
 	}
 	reused := false
 	for _, e := range rec2.Events() {

@@ -1,0 +1,57 @@
+package freeze
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"freeze/internal/match"
+)
+
+// GroupName names the group for a set of targets: the same targets give
+// the same name, which is how a run finds the group a --hold run (or an
+// interrupted one) left.
+func GroupName(spec match.Spec) string {
+	var keys []string
+	base := "under"
+	for _, t := range spec.Targets {
+		keys = append(keys, fmt.Sprintf("%d:%d", t.File.Dev, t.File.Ino))
+		base = t.Basename
+	}
+	keys = append(keys, spec.Under...)
+	keys = append(keys, spec.Args...)
+	sort.Strings(keys)
+	sum := sha256.Sum256([]byte(strings.Join(keys, "\x00")))
+	clean := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, base)
+	if len(clean) > 32 {
+		clean = clean[:32]
+	}
+	return "freeze-" + clean + "-" + hex.EncodeToString(sum[:4])
+}
+
+// GroupDirs lists the cgroup directories named name that exist: where a
+// --hold or interrupted run left its frozen group (cgroup v2, or the v1
+// freezer).
+func GroupDirs(name string) []string {
+	var dirs []string
+	if mount, err := Cgroup2Mount(); err == nil {
+		dirs = append(dirs, filepath.Join(mount, name))
+	}
+	dirs = append(dirs, filepath.Join(freezerRoot, name))
+	var out []string
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -1,0 +1,248 @@
+package stop
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"freeze/internal/freeze"
+	"freeze/internal/match"
+	"freeze/internal/rounds"
+	"freeze/internal/timeline"
+)
+
+// The steps of Run, in order. Each records what it did; each returns nil
+// to go on, errDone when the outcome is complete, or the error that ends
+// the run (with out.Kind set where the error alone does not say it).
+
+// match is step 1: one scan, the counts, and the refusal of a chain that
+// cannot all be seen.
+func (r *run) match() error {
+	t0 := time.Now()
+	res, err := r.scanner.Scan()
+	if err != nil {
+		return err
+	}
+	r.res, r.out.Matched = res, res.Live()
+	took := time.Since(t0)
+	r.rec.Record(timeline.StageMatch, timeline.StepMatch, fmt.Sprintf("%d live processes match (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v",
+		res.Live(), res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond)),
+		timeline.F{"matched": res.Live(), "by_path": res.Counts[match.ByPath], "by_deleted": res.Counts[match.ByDeleted],
+			"by_under": res.Counts[match.ByUnder], "descendants": res.Counts[match.ByDescendant],
+			"zombies": len(res.Zombies), "scanned": res.Scanned, "scan_ms": ms(took)})
+	r.out.Hidden = res.Hidden
+	if len(res.Hidden) > 0 {
+		var pids []int
+		for _, h := range res.Hidden {
+			pids = append(pids, h.PID)
+		}
+		r.rec.Record(timeline.StageMatch, timeline.StepHidden, fmt.Sprintf("%d processes named %q could not be inspected: reading their exe link was refused (another user's processes, seen without root)", len(res.Hidden), res.Hidden[0].Comm),
+			timeline.F{"pids": pids, "force": r.c.Force})
+		if !r.c.Force && !r.c.DryRun {
+			r.out.Kind = Refused
+			return &HiddenError{Hidden: res.Hidden}
+		}
+	}
+	if !r.c.DryRun && r.interrupted() {
+		return r.stopNothing(timeline.StageMatch)
+	}
+	return nil
+}
+
+// stopNothing ends a run interrupted before anything was frozen.
+func (r *run) stopNothing(stage timeline.Stage) error {
+	what := "before anything was frozen"
+	if n := len(r.out.Revoked); n > 0 {
+		what += fmt.Sprintf("; exec stays revoked on %d file(s)", n)
+	}
+	return r.stopHere(stage, what, timeline.F{"frozen": 0, "revoked": len(r.out.Revoked)})
+}
+
+// revoke is the first part of step 2 with --revoke-exec: the guard, then
+// the execute bits off, so no new hop can start. A dry run only says
+// what it would do.
+func (r *run) revoke() error {
+	if !r.c.RevokeExec {
+		return nil
+	}
+	revs, refused := checkRevocations(r.c, r.res)
+	for _, err := range refused {
+		r.rec.Record(timeline.StageFreeze, timeline.StepRevokeRefused, err.Error(), timeline.F{"error": err.Error()})
+	}
+	if r.c.DryRun {
+		r.out.Refusals, r.out.WouldRevoke = refused, revs
+		for _, v := range revs {
+			r.rec.Record(timeline.StageFreeze, timeline.StepWouldRevoke, fmt.Sprintf("would revoke exec on %s (mode %#o -> %#o)", v.Path, v.Mode, v.NewMode), revFields(v))
+		}
+		return nil
+	}
+	if len(refused) > 0 {
+		r.out.Kind = Refused
+		return fmt.Errorf("revoke exec: %w", refused[0])
+	}
+	for _, v := range revs {
+		v, err := freeze.Revoke(v)
+		if err != nil {
+			r.rec.Record(timeline.StageFreeze, timeline.StepRevokeFailed, err.Error(), revFields(v))
+			continue
+		}
+		r.out.Revoked = append(r.out.Revoked, v)
+		r.rec.Record(timeline.StageFreeze, timeline.StepRevoke, fmt.Sprintf("revoked exec on %s (mode %#o -> %#o, inode %d, owner %d:%d): no new hop can start", v.Path, v.Mode, v.NewMode, v.Ino, v.UID, v.GID), revFields(v))
+	}
+	return nil
+}
+
+// dryRun ends a dry run: which methods would work, and nothing changed.
+func (r *run) dryRun() error {
+	if !r.c.DryRun {
+		return nil
+	}
+	r.out.Kind, r.out.Support, r.out.Zombies = DryRun, freeze.Probe(), r.res.Zombies
+	for _, s := range r.out.Support {
+		r.rec.Record(timeline.StageFreeze, timeline.StepDryRunMethod, fmt.Sprintf("%s: %s (%s)", s.Method, yesNo(s.OK), s.Why), timeline.F{"method": string(s.Method), "ok": s.OK, "why": s.Why})
+	}
+	r.rec.Record(timeline.StageRecord, timeline.StepDryRun, "dry run: nothing was changed", nil)
+	return errDone
+}
+
+// nothingToDo ends a run that matched nothing, unless an earlier --hold
+// or interrupted run left a group for these targets to finish.
+func (r *run) nothingToDo() error {
+	if r.res.Live() == 0 && len(freeze.GroupDirs(freeze.GroupName(r.c.Spec))) == 0 {
+		r.out.Kind, r.out.Zombies = NothingMatched, r.res.Zombies
+		r.rec.Record(timeline.StageRecord, timeline.StepNothingMatched, "no live process matches: nothing to stop", timeline.F{"zombies": len(r.res.Zombies)})
+		return errDone
+	}
+	if r.interrupted() {
+		return r.stopNothing(timeline.StageFreeze)
+	}
+	return nil
+}
+
+// openGroup makes the frozen group (or reuses a held one).
+func (r *run) openGroup() error {
+	g, why, err := freeze.Open(r.c.FS, r.c.Method, freeze.GroupName(r.c.Spec))
+	if err != nil {
+		r.out.Kind = Failed
+		r.rec.Record(timeline.StageFreeze, timeline.StepMethodFailed, err.Error(), nil)
+		return err
+	}
+	r.out.Group = g
+	r.rec.Record(timeline.StageFreeze, timeline.StepMethod, fmt.Sprintf("method %s at %s: %s", g.Method(), g.Where(), why),
+		timeline.F{"method": string(g.Method()), "why": why, "group": g.Where(), "reused": g.Reused(), "notes": g.Notes()})
+	if g.Reused() {
+		r.rec.Record(timeline.StageFreeze, timeline.StepReuse, "reusing the group an earlier --hold run left: "+g.Where(), timeline.F{"group": g.Where()})
+	}
+	return nil
+}
+
+// grow is step 2: move matches into the frozen group until a scan finds
+// none outside. A deadline first leaves the set unfixed, and the kill
+// rounds still take what is held.
+func (r *run) grow() error {
+	g := r.out.Group
+	if !g.Freezes() {
+		r.rec.Record(timeline.StageFreeze, timeline.StepNoFreezer, "no freezer (--method none): kill rounds straight after revoking exec, as in the original incident; this does not stop a chain that only forks", nil)
+		return nil
+	}
+	var last freeze.Round
+	res, err := freeze.Grow(r.c.FS, r.scanner, g, r.deadline, r.interrupted, func(n freeze.Round) {
+		last = n
+		r.rec.Record(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d moved in, %d gone, frozen=%v (%v)",
+			n.N, n.Matched, n.Outside, n.Moved, n.Gone, n.Frozen, n.Took.Round(time.Millisecond)),
+			timeline.F{"round": n.N, "matched": n.Matched, "outside": n.Outside, "moved": n.Moved, "gone": n.Gone,
+				"reused_pids": n.Reused, "frozen": n.Frozen, "took_ms": ms(n.Took)})
+	})
+	r.res, r.out.Matched = res, res.Live()
+	switch {
+	case errors.Is(err, freeze.ErrStopped):
+		return r.stopHere(timeline.StageFreeze, fmt.Sprintf("after freeze round %d: %s holds what that round moved in (%d moved, %d matched); the set was not yet fixed, so a process started before its parent was stopped may be outside",
+			last.N, g.Where(), last.Moved, last.Matched), timeline.F{"round": last.N, "moved": last.Moved, "matched": last.Matched})
+	case errors.Is(err, freeze.ErrDeadline):
+		r.rec.Record(timeline.StageFreeze, timeline.StepNotFixed, err.Error()+"; killing what is held anyway", nil)
+	case err != nil:
+		return err
+	default:
+		r.rec.Record(timeline.StageFreeze, timeline.StepFixed, fmt.Sprintf("fixed set: %d processes, none outside %s", res.Live(), g.Where()), timeline.F{"set": res.Live()})
+	}
+	return nil
+}
+
+// hold ends a --hold run with the set frozen, and an interrupted one
+// before the kill rounds.
+func (r *run) hold() error {
+	g := r.out.Group
+	if r.c.Hold {
+		r.out.Kind = Held
+		r.rec.Record(timeline.StageFreeze, timeline.StepHold, fmt.Sprintf("holding %d processes frozen in %s (--hold)", r.res.Live(), g.Where()), timeline.F{"set": r.res.Live(), "group": g.Where()})
+		return errDone
+	}
+	if r.interrupted() {
+		return r.stopHere(timeline.StageFreeze, fmt.Sprintf("before the kill rounds: %d processes held in %s", r.res.Live(), g.Where()), timeline.F{"set": r.res.Live()})
+	}
+	return nil
+}
+
+// kill is step 3: kill rounds against the fixed set until two scans in a
+// row find none.
+func (r *run) kill() error {
+	g := r.out.Group
+	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted}, func(n rounds.Round) {
+		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d in the group), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, n.Signaled, n.Took.Round(time.Millisecond)),
+			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "took_ms": ms(n.Took)})
+	})
+	r.out.Survivors, r.out.Zombies = ko.Survivors, ko.Zombies
+	switch {
+	case errors.Is(err, rounds.ErrStopped):
+		return r.stopHere(timeline.StageKill, fmt.Sprintf("during the kill rounds (%v): what is left stays in %s", err, g.Where()), nil)
+	case err != nil:
+		var pids []int
+		for _, s := range ko.Survivors {
+			pids = append(pids, s.PID)
+		}
+		if errors.Is(err, rounds.ErrSurvivors) {
+			r.out.Kind = Survivors
+			r.rec.Record(timeline.StageKill, timeline.StepSurvivors, err.Error(), timeline.F{"survivors": pids})
+		}
+		return err
+	}
+	return nil
+}
+
+// confirm is step 4: the rounds confirmed zero; remove the group and
+// record it.
+func (r *run) confirm() error {
+	g := r.out.Group
+	if err := removeGroup(g); err != nil {
+		r.rec.Record(timeline.StageRecord, timeline.StepGroupLeft, err.Error(), timeline.F{"group": g.Where()})
+	} else if g.Holds() {
+		r.rec.Record(timeline.StageRecord, timeline.StepGroupRemoved, "removed "+g.Where(), timeline.F{"group": g.Where()})
+	}
+	r.out.Kind = Zero
+	r.rec.Record(timeline.StageRecord, timeline.StepZero, "zero remain: confirmed by two empty scans", timeline.F{"zombies": len(r.out.Zombies)})
+	return nil
+}
+
+// removeGroupWait bounds the wait for an emptied group to disappear.
+const removeGroupWait = 5 * time.Second
+
+func removeGroup(g freeze.Group) error {
+	end := time.Now().Add(removeGroupWait)
+	for {
+		err := g.Remove()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("could not remove %s: %v; remove it with: rmdir %s", g.Where(), err, g.Where())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

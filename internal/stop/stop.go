@@ -1,0 +1,233 @@
+// Package stop is freeze's stop order, end to end, against one chain:
+//
+//  1. match the chain by exact executable (and its descendants);
+//  2. freeze growth: revoke exec where asked, then move every match into a
+//     frozen group until a scan finds none outside (the fixed set);
+//  3. kill rounds against the fixed set until none remain;
+//  4. confirm zero and record.
+//
+// Run reads as those steps, one function each over a small run state, and
+// every step is recorded in the timeline. The package prints nothing (the
+// timeline's observer does) and never exits; it never touches a process
+// the scan did not match, and an interrupt ends a run only between two
+// steps or rounds, so no set is ever left half-moved.
+package stop
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/freeze"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+	"freeze/internal/rounds"
+	"freeze/internal/timeline"
+)
+
+// Config is one run.
+type Config struct {
+	FS        proc.FS
+	Spec      match.Spec
+	Method    freeze.Method
+	Hold      bool
+	DryRun    bool
+	Rounds    int
+	Timeout   time.Duration
+	RoundWait time.Duration
+	Command   []string
+	Priority  []string // what the caller did to its own priority, for the record
+	// LiftedAt is when the process lifted itself at start (package
+	// priority/early), zero if it did not: recorded so that start-up can
+	// be split into the part at ordinary priority and the rest.
+	LiftedAt time.Time
+	// RevokeExec removes the execute bits of the target files (and of
+	// files under --under that matches run) before freezing, guarded by
+	// freeze.CheckRevoke against Disposable roots; Force allows files
+	// with other hard links, and acting on the visible part of a chain
+	// that another user's processes may belong to.
+	RevokeExec bool
+	Disposable []string
+	Force      bool
+	// Interrupt carries SIGINT and SIGTERM from the command. The run looks
+	// at it between steps and between rounds, never inside one: it ends
+	// the run with what is frozen still frozen, and records where.
+	Interrupt <-chan os.Signal
+}
+
+// Kind is how a run ended.
+type Kind int
+
+const (
+	Zero           Kind = iota + 1 // zero remain, confirmed by two empty scans
+	NothingMatched                 // no live process matched, and no held group
+	Held                           // --hold: frozen, not killed
+	DryRun                         // --dry-run: nothing changed
+	Interrupted                    // SIGINT or SIGTERM between two steps
+	Survivors                      // the kill rounds ran out with live matches
+	Refused                        // a safety rule refused the run (revoke guard, hidden processes); nothing changed
+	Failed                         // an error ended the run
+)
+
+// Outcome is how the run ended, and what the caller needs to say so.
+type Outcome struct {
+	Kind    Kind
+	Matched int
+	// Group is the frozen set the run used, nil before one was opened:
+	// its methods say whether it holds the chain and how to thaw it.
+	Group     freeze.Group
+	Survivors []rounds.Survivor
+	Zombies   []match.Zombie
+	Support   []freeze.Support // a dry run's
+	Revoked   []freeze.Revocation
+	// WouldRevoke and Refusals are a dry run's: what --revoke-exec would
+	// change, and what its guard would refuse.
+	WouldRevoke []freeze.Revocation
+	Refusals    []error
+	// Signal ended the run early (Kind Interrupted), in Stage.
+	Signal os.Signal
+	Stage  timeline.Stage
+	// Hidden are processes named like a target that could not be
+	// inspected (see HiddenError).
+	Hidden []match.Hidden
+}
+
+// HiddenError refuses a run that cannot see all of the chain: live
+// processes named like a target that this user may not inspect (another
+// user's, without root). Stopping the part one can see does not stop a
+// chain, and zero could not be confirmed. --force acts on the visible part.
+type HiddenError struct{ Hidden []match.Hidden }
+
+func (e *HiddenError) Error() string {
+	return fmt.Sprintf("%d processes named like the target could not be inspected (permission denied): another user's, seen without root", len(e.Hidden))
+}
+
+// ErrInterrupted means SIGINT or SIGTERM ended the run between two steps;
+// the Outcome says where.
+var ErrInterrupted = errors.New("interrupted")
+
+// errDone ends the order early without an error: the outcome is complete
+// (a dry run, nothing matched, a hold).
+var errDone = errors.New("done")
+
+// run is the state the steps share.
+type run struct {
+	c        Config
+	rec      *timeline.Recorder
+	out      Outcome
+	deadline time.Time
+	scanner  *match.Scanner
+	res      match.Result // the latest scan
+}
+
+// Run applies the stop order. It returns the outcome and, unless the
+// chain was brought to zero (or there was nothing to do), an error
+// saying why not.
+func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
+	r := &run{c: c, rec: rec, deadline: time.Now().Add(c.Timeout), scanner: match.NewScanner(c.FS, c.Spec)}
+	r.recordStart()
+	err := r.steps(
+		r.match,
+		r.revoke,
+		r.dryRun,
+		r.nothingToDo,
+		r.openGroup,
+		r.grow,
+		r.hold,
+		r.kill,
+		r.confirm,
+	)
+	if errors.Is(err, errDone) {
+		err = nil
+	}
+	if err != nil && r.out.Kind == 0 {
+		r.out.Kind = Failed
+		r.rec.Record(timeline.StageNone, timeline.StepFailed, err.Error(), timeline.F{"error": err.Error()})
+	}
+	return r.out, err
+}
+
+// steps runs each step in turn until one returns an error (errDone when
+// the outcome is complete early).
+func (r *run) steps(steps ...func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interrupted reports whether SIGINT or SIGTERM has arrived. It is asked
+// between steps and rounds only.
+func (r *run) interrupted() bool {
+	if r.out.Signal != nil {
+		return true
+	}
+	select {
+	case sig := <-r.c.Interrupt:
+		r.out.Signal = sig
+		return true
+	default:
+		return false
+	}
+}
+
+// stopHere ends the run as interrupted in stage, recording what is left
+// where: the one place every interrupt goes through.
+func (r *run) stopHere(stage timeline.Stage, what string, fields timeline.F) error {
+	r.out.Kind, r.out.Stage = Interrupted, stage
+	sig := SignalName(r.out.Signal)
+	if fields == nil {
+		fields = timeline.F{}
+	}
+	fields["signal"] = sig
+	if g := r.out.Group; g != nil {
+		fields["group"], fields["method"] = g.Where(), string(g.Method())
+	}
+	r.rec.Record(stage, timeline.StepInterrupted, fmt.Sprintf("interrupted by %s %s", sig, what), fields)
+	return fmt.Errorf("%w by %s in %s", ErrInterrupted, sig, stage)
+}
+
+func (r *run) recordStart() {
+	c := r.c
+	var targets []map[string]any
+	for _, t := range c.Spec.Targets {
+		targets = append(targets, map[string]any{"path": t.Path, "dev": t.File.Dev, "ino": t.File.Ino, "mode": fmt.Sprintf("%#o", t.Mode.Perm())})
+	}
+	msg := "freeze run started"
+	if len(c.Priority) > 0 {
+		msg += "; priority: " + strings.Join(c.Priority, ", ")
+	}
+	fields := timeline.F{
+		"command": c.Command, "pid": os.Getpid(), "uid": os.Getuid(), "targets": targets,
+		"under": c.Spec.Under, "args": c.Spec.Args, "descendants": !c.Spec.NoDescendants,
+		"method_asked": string(c.Method), "hold": c.Hold, "dry_run": c.DryRun,
+		"rounds_max": c.Rounds, "timeout_s": c.Timeout.Seconds(), "priority": c.Priority,
+	}
+	if !c.LiftedAt.IsZero() {
+		fields["lifted_at"] = c.LiftedAt.UTC().Format(time.RFC3339Nano)
+	}
+	r.rec.Record(timeline.StageNone, timeline.StepStart, msg, fields)
+}
+
+// SignalName names a signal as operators write it: SIGINT, not
+// "interrupt".
+func SignalName(s os.Signal) string {
+	if n, ok := s.(syscall.Signal); ok {
+		if name := unix.SignalName(n); name != "" {
+			return name
+		}
+	}
+	if s == nil {
+		return ""
+	}
+	return s.String()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

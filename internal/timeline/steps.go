@@ -1,0 +1,82 @@
+package timeline
+
+// Step names an event. The stop order records these, the renderer reads
+// them, and the benchmark splits a run's time by them: one list, so a
+// renamed step cannot leave one of them reading the old name.
+type Step string
+
+// The steps of a run, in the order they can happen.
+const (
+	StepStart           Step = "start"
+	StepLockTakeover    Step = "lock-takeover"
+	StepSignal          Step = "signal"       // SIGINT or SIGTERM arrived
+	StepSignalAgain     Step = "signal-again" // a further one, ignored
+	StepPriorityDropped Step = "priority-dropped"
+	StepMatch           Step = "match"
+	StepHidden          Step = "hidden"
+	StepRevoke          Step = "revoke"
+	StepRevokeRefused   Step = "revoke-refused"
+	StepRevokeFailed    Step = "revoke-failed"
+	StepWouldRevoke     Step = "would-revoke"
+	StepDryRunMethod    Step = "dry-run-method"
+	StepMethod          Step = "method"
+	StepReuse           Step = "reuse"
+	StepNoFreezer       Step = "no-freezer"
+	StepFreezeRound     Step = "freeze-round"
+	StepFixed           Step = "fixed"
+	StepNotFixed        Step = "not-fixed"
+	StepKillRound       Step = "kill-round"
+	StepGroupRemoved    Step = "group-removed"
+	StepGroupLeft       Step = "group-left"
+	StepMemory          Step = "memory"
+	StepDrill           Step = "drill"
+
+	// Steps that end a run: each says how it ended.
+	StepZero           Step = "zero"
+	StepSurvivors      Step = "survivors"
+	StepHold           Step = "hold"
+	StepNothingMatched Step = "nothing-matched"
+	StepDryRun         Step = "dry-run"
+	StepMethodFailed   Step = "method-failed"
+	StepInterrupted    Step = "interrupted"
+	StepFailed         Step = "failed" // an error ended the run
+	StepDrillEnd       Step = "drill-end"
+)
+
+// Ends reports whether s is a step that ends a run.
+func (s Step) Ends() bool {
+	switch s {
+	case StepZero, StepSurvivors, StepHold, StepNothingMatched, StepDryRun, StepMethodFailed, StepInterrupted, StepFailed, StepDrillEnd:
+		return true
+	}
+	return false
+}
+
+// Stage is the runbook's step an event belongs to: 1 match, 2 freeze
+// growth, 3 kill rounds, 4 confirm and record; 0 is outside the stop
+// order (start, signals, the drill's own lines).
+type Stage int
+
+// The runbook's four steps.
+const (
+	StageNone   Stage = 0
+	StageMatch  Stage = 1
+	StageFreeze Stage = 2
+	StageKill   Stage = 3
+	StageRecord Stage = 4
+)
+
+// String is the step's name as the runbook and the progress lines say it.
+func (s Stage) String() string {
+	switch s {
+	case StageMatch:
+		return "match"
+	case StageFreeze:
+		return "freeze growth"
+	case StageKill:
+		return "kill rounds"
+	case StageRecord:
+		return "confirm and record"
+	}
+	return ""
+}
