@@ -26,10 +26,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
-	"freeze/internal/stop"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
