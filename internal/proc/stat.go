@@ -110,7 +110,15 @@ func ParseStat(b []byte) (Stat, error) {
 func head(b []byte) string { return string(b[:min(len(b), 48)]) }
 
 // FS is a /proc tree; Root is "/proc" but for tests on fixture trees.
-type FS struct{ Root string }
+type FS struct {
+	Root string
+	// Signals stands in for pidfds on a fixture tree, whose pids are not
+	// processes of this machine: Open pins nothing, and Handle.Signal
+	// calls it. It is nil on the machine's /proc. Open refuses a tree
+	// other than Default's without it, so no test on a fixture tree can
+	// signal a real process that happens to have a fixture's pid.
+	Signals func(id ID, sig unix.Signal) error
+}
 
 // Default is the machine's /proc.
 var Default = FS{Root: "/proc"}

@@ -1,0 +1,96 @@
+package rounds_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"freeze/internal/match"
+	"freeze/internal/proctest"
+	"freeze/internal/rounds"
+)
+
+// These test the kill rounds on a fixture /proc and a fixture group (no
+// root, no real process); the live-chain tests in internal/stop are the
+// proof against the kernel.
+
+// held makes a tree with n processes of the chain held in a group.
+func held(t *testing.T, n int) (*proctest.Tree, *proctest.Group, []int) {
+	tr := proctest.New(t)
+	g := tr.NewGroup()
+	root := tr.Add(0, tr.Target)
+	var pids []int
+	for i := 0; i < n; i++ {
+		pids = append(pids, tr.Add(root, tr.Target))
+	}
+	return tr, g, append(pids, root)
+}
+
+func config(t *testing.T, tr *proctest.Tree, g *proctest.Group, n int) rounds.Config {
+	return rounds.Config{FS: tr.FS, Scanner: match.NewScanner(tr.FS, tr.Spec(t)), Group: g, Rounds: n,
+		Deadline: time.Now().Add(10 * time.Second), Wait: 50 * time.Millisecond}
+}
+
+// moveAll puts pids into g, as a finished Grow leaves them.
+func moveAll(g *proctest.Group, pids []int) { g.Put(pids...) }
+
+// Zero takes two empty scans in a row: a process that appears between
+// the first empty scan and the next (a child caught mid-fork) is found
+// and killed, and only then is zero confirmed. Skipping the second scan
+// reports zero with that child alive.
+func TestZeroNeedsTwoEmptyScans(t *testing.T) {
+	tr, g, pids := held(t, 5)
+	moveAll(g, pids)
+	late := 0
+	g.OnPopulated = func(populated bool) {
+		if !populated && late == 0 {
+			late = tr.Add(0, tr.Target) // outside the group, after the scan
+		}
+	}
+	var seen []rounds.Round
+	out, err := rounds.Run(config(t, tr, g, 20), func(r rounds.Round) { seen = append(seen, r) })
+	if err != nil || !out.Zero {
+		t.Fatalf("rounds: %v, zero %v", err, out.Zero)
+	}
+	if left := tr.Live(tr.Target); len(left) > 0 {
+		t.Fatalf("zero confirmed with %v alive (the late child %d)", left, late)
+	}
+	if late == 0 || len(seen) != 2 || seen[1].Signaled != 1 {
+		t.Fatalf("kill rounds %+v: want the group killed in round 1 and the late child %d signalled by pidfd in round 2", seen, late)
+	}
+}
+
+// A member asleep in state D survives every round: the rounds run out,
+// and it is listed with its wchan.
+func TestRoundsRunOutWithASurvivorInStateD(t *testing.T) {
+	tr, g, pids := held(t, 3)
+	moveAll(g, pids)
+	stuck := pids[1]
+	tr.SetState(stuck, 'D', "blk_mq_get_tag")
+	var seen []rounds.Round
+	out, err := rounds.Run(config(t, tr, g, 3), func(r rounds.Round) { seen = append(seen, r) })
+	if !errors.Is(err, rounds.ErrSurvivors) || out.Zero {
+		t.Fatalf("rounds: %v, zero %v, want ErrSurvivors", err, out.Zero)
+	}
+	if len(seen) != 3 || len(out.Survivors) != 1 || out.Survivors[0].PID != stuck || out.Survivors[0].Wchan != "blk_mq_get_tag" {
+		t.Fatalf("after %d rounds, survivors %+v: want pid %d in state D, asleep in blk_mq_get_tag", len(seen), out.Survivors, stuck)
+	}
+}
+
+// Stop ends the rounds after the current one, with what is left still in
+// the group.
+func TestRoundsStopBetweenRounds(t *testing.T) {
+	tr, g, pids := held(t, 3)
+	moveAll(g, pids)
+	tr.SetState(pids[0], 'D', "")
+	c := config(t, tr, g, 20)
+	c.Stop = func() bool { return true }
+	n := 0
+	_, err := rounds.Run(c, func(rounds.Round) { n++ })
+	if !errors.Is(err, rounds.ErrStopped) || n != 1 {
+		t.Fatalf("rounds with stop: %v after %d rounds, want ErrStopped after 1", err, n)
+	}
+	if m := g.Members(); len(m) != 1 || m[0] != pids[0] {
+		t.Fatalf("group holds %v, want the survivor %d still in it", m, pids[0])
+	}
+}
