@@ -41,10 +41,15 @@ func moveAll(g *proctest.Group, pids []int) { g.Put(pids...) }
 func TestZeroNeedsTwoEmptyScans(t *testing.T) {
 	tr, g, pids := held(t, 5)
 	moveAll(g, pids)
-	late := 0
+	// The group is asked once after round 1's kill (the wait for the
+	// deaths), then right after round 2's scan, which finds nothing: the
+	// late child comes then, after that scan and outside the group.
+	late, empties := 0, 0
 	g.OnPopulated = func(populated bool) {
-		if !populated && late == 0 {
-			late = tr.Add(0, tr.Target) // outside the group, after the scan
+		if !populated && len(tr.Live(tr.Target)) == 0 {
+			if empties++; empties == 2 {
+				late = tr.Add(0, tr.Target)
+			}
 		}
 	}
 	var seen []rounds.Round
