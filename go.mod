@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/containerd/cgroups/v3 v3.1.3
+	github.com/prometheus/procfs v0.23.0
 	github.com/rogpeppe/go-internal v1.14.1
 	github.com/spf13/pflag v1.0.10
 	golang.org/x/sys v0.50.0
@@ -16,7 +17,6 @@ require (
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/opencontainers/runtime-spec v1.3.0 // indirect
-	github.com/prometheus/procfs v0.23.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	golang.org/x/exp v0.0.0-20241108190413-2d47ceb2692f // indirect
 	golang.org/x/tools v0.27.0 // indirect

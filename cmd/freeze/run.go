@@ -244,32 +244,11 @@ func runStop(o out, args []string) int {
 		Interrupt: interrupt,
 	}, rec)
 	stopWatch()
-	if kib := vmHWM(); kib > 0 {
+	if kib, err := proc.Default.PeakRSS(os.Getpid()); err == nil && kib > 0 {
 		rec.Record(timeline.StageRecord, timeline.StepMemory, fmt.Sprintf("freeze's peak resident memory: %.1f MiB (VmHWM)", float64(kib)/1024), timeline.F{"vm_hwm_kib": kib})
 	}
 	closeTimeline(o, rec)
 	return report(o, f, rec, res, runErr)
-}
-
-// vmHWM is this process's peak resident set in KiB (VmHWM in
-// /proc/self/status), or 0. Unlike a parent's ru_maxrss of it, it counts
-// only freeze's own memory: ru_maxrss also takes the high-water mark of
-// the memory a vfork child shared with its parent before its exec.
-func vmHWM() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				return n
-			}
-		}
-	}
-	return 0
 }
 
 // openTimeline starts the recorder. A location that cannot be written

@@ -1,7 +1,6 @@
 package match
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -321,13 +320,13 @@ func (s *Scanner) matchArgs(pid int) bool {
 	if len(s.spec.Args) == 0 {
 		return true
 	}
-	b, err := os.ReadFile(s.fs.Root + "/" + strconv.Itoa(pid) + "/cmdline")
+	args, err := s.fs.Args(pid)
 	if err != nil {
 		return false
 	}
-	for _, a := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
+	for _, a := range args {
 		for _, want := range s.spec.Args {
-			if string(a) == want {
+			if a == want {
 				return true
 			}
 		}

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"os"
 	"strconv"
 	"strings"
 
@@ -50,44 +49,4 @@ func StatFile(path string) (File, error) {
 		return File{}, err
 	}
 	return File{Dev: st.Dev, Ino: st.Ino, Nlink: uint64(st.Nlink)}, nil
-}
-
-// HidePID returns the hidepid option of the proc mount at p.Root ("2",
-// "invisible", "1", "noaccess"), or "" when it hides nothing. With it, a
-// user who is not root sees only their own processes (proc(5)).
-func (p FS) HidePID() string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return ""
-	}
-	return parseHidePID(b, p.Root)
-}
-
-// parseHidePID finds the hidepid super option of the mount at root in a
-// mountinfo file (proc(5): fields, " - ", fstype, source, super options).
-func parseHidePID(mountinfo []byte, root string) string {
-	hide := ""
-	for _, line := range strings.Split(string(mountinfo), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 || f[4] != root {
-			continue
-		}
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+3 >= len(f) || f[sep+1] != "proc" {
-			continue
-		}
-		hide = "" // a later mount on the same point hides the earlier
-		for _, o := range strings.Split(f[sep+3], ",") {
-			if v, ok := strings.CutPrefix(o, "hidepid="); ok && v != "0" && v != "off" {
-				hide = v
-			}
-		}
-	}
-	return hide
 }

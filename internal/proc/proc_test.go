@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,7 +121,9 @@ func TestExeFileOfDeletedBinary(t *testing.T) {
 	}
 }
 
-func TestParseHidePID(t *testing.T) {
+// HidePID reads the mount table of a fixture tree (self/mountinfo) with
+// procfs, and takes the hidepid super option of the proc mount.
+func TestHidePID(t *testing.T) {
 	const plain = "21 26 0:20 / /proc rw,relatime - proc proc rw\n"
 	cases := []struct {
 		name, info, want string
@@ -134,9 +137,56 @@ func TestParseHidePID(t *testing.T) {
 		{"not proc", "30 26 0:21 / /proc rw - tmpfs none rw,hidepid=2\n", ""},
 	}
 	for _, c := range cases {
-		if got := parseHidePID([]byte(c.info), "/proc"); got != c.want {
+		root := t.TempDir()
+		if err := os.Mkdir(filepath.Join(root, "self"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "self", "mountinfo"), []byte(c.info), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs, err := FS{Root: root}.procfs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mounts, err := fs.GetMounts()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := hidePID(mounts, "/proc"); got != c.want {
 			t.Errorf("%s: hidepid %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// PeakRSS, Wchan and Args read a fixture tree through procfs.
+func TestColdReadersOnAFixtureTree(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "4242")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"status":  "Name:\tchain\nVmHWM:\t   15460 kB\nVmRSS:\t   12000 kB\n",
+		"wchan":   "do_wait",
+		"cmdline": "/tmp/x/chain\x00-g\x00--\x00",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs := FS{Root: root}
+	if kib, err := fs.PeakRSS(4242); err != nil || kib != 15460 {
+		t.Errorf("PeakRSS = %d, %v; want 15460", kib, err)
+	}
+	if w := fs.Wchan(4242); w != "do_wait" {
+		t.Errorf("Wchan = %q", w)
+	}
+	if args, err := fs.Args(4242); err != nil || strings.Join(args, " ") != "/tmp/x/chain -g --" {
+		t.Errorf("Args = %q, %v", args, err)
+	}
+	if _, err := fs.PeakRSS(4243); err == nil {
+		t.Error("PeakRSS of a missing process gave no error")
 	}
 }
 

@@ -12,9 +12,6 @@ package rounds
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -141,7 +138,7 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 	for _, p := range res.Procs {
 		s := Survivor{Proc: p}
 		if p.State == 'D' {
-			s.Wchan = wchan(c.FS, p.PID)
+			s.Wchan = c.FS.Wchan(p.PID)
 		}
 		out.Survivors = append(out.Survivors, s)
 	}
@@ -177,14 +174,6 @@ func waitDeaths(c Config, direct []proc.ID, deadline time.Time) {
 func dead(fs proc.FS, id proc.ID) bool {
 	st, err := fs.ReadStat(id.PID)
 	return err != nil || st.Start != id.Start || st.Zombie()
-}
-
-func wchan(fs proc.FS, pid int) string {
-	b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/wchan")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -1,0 +1,99 @@
+package proc
+
+import (
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// The cold readers: files read once a run, or only for the few processes
+// that passed the exe filter, go through github.com/prometheus/procfs at
+// p.Root. The scan's hot path (the pid list, stat and the exe link of
+// every process) stays hand-written: procfs's Proc.Stat allocates a
+// struct and strings for 52 fields, where the scan needs four, and
+// BenchmarkScan12000 measured the hand-written scan at 26 µs a process
+// with 4.3 MB a scan of 12,000 (it was 1.16 s and 19 MB a scan before).
+
+func (p FS) procfs() (procfs.FS, error) { return procfs.NewFS(p.Root) }
+
+// HidePID returns the hidepid option of the proc mount at p.Root ("2",
+// "invisible", "1", "noaccess"), or "" when it hides nothing. With it, a
+// user who is not root sees only their own processes (proc(5)).
+func (p FS) HidePID() string {
+	fs, err := p.procfs()
+	if err != nil {
+		return ""
+	}
+	mounts, err := fs.GetMounts()
+	if err != nil {
+		return ""
+	}
+	return hidePID(mounts, p.Root)
+}
+
+// hidePID finds the hidepid super option of the proc mount at root; a
+// later mount on the same point hides the earlier.
+func hidePID(mounts []*procfs.MountInfo, root string) string {
+	hide := ""
+	for _, m := range mounts {
+		if m.MountPoint != root || m.FSType != "proc" {
+			continue
+		}
+		hide = ""
+		if v, ok := m.SuperOptions["hidepid"]; ok && v != "0" && v != "off" {
+			hide = v
+		}
+	}
+	return hide
+}
+
+// PeakRSS is a process's peak resident set in KiB (VmHWM of
+// /proc/PID/status). Unlike a parent's ru_maxrss of it, it counts only
+// the process's own memory: ru_maxrss also takes the high-water mark of
+// the memory a vfork child shared with its parent before its exec.
+func (p FS) PeakRSS(pid int) (int64, error) {
+	fs, err := p.procfs()
+	if err != nil {
+		return 0, err
+	}
+	pr, err := fs.Proc(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := pr.NewStatus()
+	if err != nil {
+		return 0, err
+	}
+	return int64(st.VmHWM / 1024), nil
+}
+
+// Wchan is where a process sleeps in the kernel (/proc/PID/wchan), or "":
+// for a survivor in state D, the call it waits in.
+func (p FS) Wchan(pid int) string {
+	fs, err := p.procfs()
+	if err != nil {
+		return ""
+	}
+	pr, err := fs.Proc(pid)
+	if err != nil {
+		return ""
+	}
+	w, _ := pr.Wchan()
+	return strings.TrimSpace(w)
+}
+
+// Args is a process's argv (/proc/PID/cmdline). Reading it takes the
+// process's memory-map lock, which a process forking at its cap holds
+// for long stretches: call it only for processes already matched by
+// their exe link.
+func (p FS) Args(pid int) ([]string, error) {
+	fs, err := p.procfs()
+	if err != nil {
+		return nil, err
+	}
+	pr, err := fs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	return pr.CmdLine()
+}
