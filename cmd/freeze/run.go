@@ -117,112 +117,38 @@ type stopFlags struct {
 	timeline           string
 }
 
+// runStop is the stop order's command: parse and check the flags, refuse
+// what cannot be done safely, take the CPU and the run lock, then run.
 func runStop(o out, args []string) int {
-	var f stopFlags
-	fl := pflag.NewFlagSet("freeze", pflag.ContinueOnError)
-	fl.SetOutput(io.Discard)
-	fl.StringArrayVarP(&f.paths, "path", "p", nil, "")
-	fl.StringArrayVarP(&f.under, "under", "u", nil, "")
-	fl.StringArrayVarP(&f.args, "arg", "a", nil, "")
-	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
-	fl.StringVarP(&f.method, "method", "m", "auto", "")
-	fl.BoolVar(&f.hold, "hold", false, "")
-	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "")
-	fl.IntVar(&f.rounds, "rounds", defaultRounds, "")
-	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "")
-	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
-	fl.BoolVar(&f.jsonOut, "json", false, "")
-	fl.BoolVar(&f.force, "force", false, "")
-	fl.BoolVar(&f.revoke, "revoke-exec", false, "")
-	fl.StringArrayVar(&f.disposable, "disposable", nil, "")
-	help := fl.BoolP("help", "h", false, "")
-	if err := fl.Parse(args); err != nil {
-		o.errorf("%v", err)
-		o.hintf("see 'freeze --help'")
-		return exitUsage
-	}
-	if *help {
-		fmt.Fprint(o.stdout, usageText())
-		return exitZero
-	}
-	if fl.NArg() > 0 {
-		o.errorf("unexpected argument %q", fl.Arg(0))
-		o.hintf("name the executable with --path %s, or see 'freeze --help'", match.ShellQuote(fl.Arg(0)))
-		return exitUsage
+	f, code := parseStopFlags(o, args)
+	if code >= 0 {
+		return code
 	}
 	spec, code := f.spec(o)
 	if code != 0 {
 		return code
 	}
-	method, err := freeze.ParseMethod(f.method, f.revoke)
-	switch {
-	case errors.Is(err, freeze.ErrNoneNeedsRevoke):
-		o.errorf("%v", err)
-		o.hintf("add --revoke-exec (for a chain that execs at every hop), or use --method sigstop where no cgroup can be used")
-		return exitUsage
-	case err != nil:
-		o.errorf("unknown --method %q", f.method)
-		o.hintf("use auto, cgroup2, cgroup1, sigstop, or none with --revoke-exec")
-		return exitUsage
+	method, code := f.check(o)
+	if code != 0 {
+		return code
 	}
-	for _, d := range f.disposable {
-		if !filepath.IsAbs(d) {
-			o.errorf("--disposable %q is not absolute", d)
-			o.hintf("give the full path, for example --disposable %s", match.ShellQuote(mustAbs(d)))
-			return exitUsage
-		}
+	if code := refuseHidePID(o, f.force); code != 0 {
+		return code
 	}
-	if len(f.disposable) > 0 && !f.revoke {
-		o.errorf("--disposable only says where --revoke-exec may act")
-		o.hintf("add --revoke-exec, or drop --disposable")
-		return exitUsage
-	}
-	if f.rounds < 1 {
-		o.errorf("--rounds %d: need at least 1", f.rounds)
-		return exitUsage
-	}
-	if f.timeout <= 0 {
-		o.errorf("--timeout %v: need a positive duration such as 60s", f.timeout)
-		return exitUsage
-	}
-	if f.hold && f.dryRun {
-		o.errorf("--hold and --dry-run together: a dry run changes nothing, so there is nothing to hold")
-		o.hintf("drop one of them")
-		return exitUsage
-	}
-
-	if hide := proc.Default.HidePID(); hide != "" && os.Geteuid() != 0 {
-		if !f.force {
-			o.errorf("refused: /proc is mounted with hidepid=%s, which hides other users' processes from you: freeze could not see a chain run by another user, nor confirm zero", hide)
-			o.hintf("run freeze as root (sudo freeze ...); or add --force to act only on the processes you can see; nothing was changed")
-			return exitRefused
-		}
-		o.warnf("/proc is mounted with hidepid=%s: other users' processes are hidden from you; acting only on your own (--force)", hide)
-	}
-
 	// Against a chain spinning at its cap an ordinary process gets one
 	// share among thousands: take the CPU first (see internal/priority).
 	raised, err := raise()
 	if err != nil && len(raised) == 0 && os.Geteuid() == 0 {
 		o.warnf("%v", err)
 	}
-
 	command := append([]string{"freeze"}, args...)
 	var lock *runlock.Lock
 	if !f.dryRun {
-		var held *runlock.HeldError
-		lock, err = runlock.Acquire(proc.Default, runlock.Dir(), freeze.GroupName(spec), command)
-		switch {
-		case errors.As(err, &held):
-			o.errorf("refused: another freeze run is working on this chain: %s", held.Holder)
-			o.hintf("let it finish; if it is stuck, 'kill -INT %d' ends it in a recorded state, then run this again (a lock whose run died is taken over by the next run: %s)", held.Holder.PID, held.Path)
-			return exitRefused
-		case err != nil:
-			o.warnf("cannot take the run lock: %v; carrying on without it, so a second run on this chain would not be kept out", err)
+		if lock, code = takeLock(o, spec, command); code != 0 {
+			return code
 		}
 		defer lock.Release()
 	}
-
 	path := f.timeline
 	if path == "" && !f.dryRun {
 		path = filepath.Join(timelineDir, freeze.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
@@ -249,6 +175,113 @@ func runStop(o out, args []string) int {
 	}
 	closeTimeline(o, rec)
 	return report(o, f, rec, res, runErr)
+}
+
+// parseStopFlags parses the stop order's flags. A code of -1 means go on;
+// any other is the exit code (--help, or a usage error said already).
+func parseStopFlags(o out, args []string) (stopFlags, int) {
+	var f stopFlags
+	fl := pflag.NewFlagSet("freeze", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	fl.StringArrayVarP(&f.paths, "path", "p", nil, "")
+	fl.StringArrayVarP(&f.under, "under", "u", nil, "")
+	fl.StringArrayVarP(&f.args, "arg", "a", nil, "")
+	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
+	fl.StringVarP(&f.method, "method", "m", "auto", "")
+	fl.BoolVar(&f.hold, "hold", false, "")
+	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "")
+	fl.IntVar(&f.rounds, "rounds", defaultRounds, "")
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "")
+	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
+	fl.BoolVar(&f.jsonOut, "json", false, "")
+	fl.BoolVar(&f.force, "force", false, "")
+	fl.BoolVar(&f.revoke, "revoke-exec", false, "")
+	fl.StringArrayVar(&f.disposable, "disposable", nil, "")
+	help := fl.BoolP("help", "h", false, "")
+	if err := fl.Parse(args); err != nil {
+		o.errorf("%v", err)
+		o.hintf("see 'freeze --help'")
+		return f, exitUsage
+	}
+	if *help {
+		fmt.Fprint(o.stdout, usageText())
+		return f, exitZero
+	}
+	if fl.NArg() > 0 {
+		o.errorf("unexpected argument %q", fl.Arg(0))
+		o.hintf("name the executable with --path %s, or see 'freeze --help'", match.ShellQuote(fl.Arg(0)))
+		return f, exitUsage
+	}
+	return f, -1
+}
+
+// check validates the flags that do not name targets: every conflict has
+// its own message and a hint.
+func (f stopFlags) check(o out) (freeze.Method, int) {
+	method, err := freeze.ParseMethod(f.method, f.revoke)
+	switch {
+	case errors.Is(err, freeze.ErrNoneNeedsRevoke):
+		o.errorf("%v", err)
+		o.hintf("add --revoke-exec (for a chain that execs at every hop), or use --method sigstop where no cgroup can be used")
+		return "", exitUsage
+	case err != nil:
+		o.errorf("unknown --method %q", f.method)
+		o.hintf("use auto, cgroup2, cgroup1, sigstop, or none with --revoke-exec")
+		return "", exitUsage
+	}
+	for _, d := range f.disposable {
+		if !filepath.IsAbs(d) {
+			o.errorf("--disposable %q is not absolute", d)
+			o.hintf("give the full path, for example --disposable %s", match.ShellQuote(mustAbs(d)))
+			return "", exitUsage
+		}
+	}
+	switch {
+	case len(f.disposable) > 0 && !f.revoke:
+		o.errorf("--disposable only says where --revoke-exec may act")
+		o.hintf("add --revoke-exec, or drop --disposable")
+	case f.rounds < 1:
+		o.errorf("--rounds %d: need at least 1", f.rounds)
+	case f.timeout <= 0:
+		o.errorf("--timeout %v: need a positive duration such as 60s", f.timeout)
+	case f.hold && f.dryRun:
+		o.errorf("--hold and --dry-run together: a dry run changes nothing, so there is nothing to hold")
+		o.hintf("drop one of them")
+	default:
+		return method, 0
+	}
+	return "", exitUsage
+}
+
+// refuseHidePID refuses a user who is not root where /proc hides other
+// users' processes: a chain run by another user would be invisible.
+func refuseHidePID(o out, force bool) int {
+	hide := proc.Default.HidePID()
+	if hide == "" || os.Geteuid() == 0 {
+		return 0
+	}
+	if !force {
+		o.errorf("refused: /proc is mounted with hidepid=%s, which hides other users' processes from you: freeze could not see a chain run by another user, nor confirm zero", hide)
+		o.hintf("run freeze as root (sudo freeze ...); or add --force to act only on the processes you can see; nothing was changed")
+		return exitRefused
+	}
+	o.warnf("/proc is mounted with hidepid=%s: other users' processes are hidden from you; acting only on your own (--force)", hide)
+	return 0
+}
+
+// takeLock takes the run lock of the chain: one run per chain.
+func takeLock(o out, spec match.Spec, command []string) (*runlock.Lock, int) {
+	var held *runlock.HeldError
+	lock, err := runlock.Acquire(proc.Default, runlock.Dir(), freeze.GroupName(spec), command)
+	switch {
+	case errors.As(err, &held):
+		o.errorf("refused: another freeze run is working on this chain: %s", held.Holder)
+		o.hintf("let it finish; if it is stuck, 'kill -INT %d' ends it in a recorded state, then run this again (a lock whose run died is taken over by the next run: %s)", held.Holder.PID, held.Path)
+		return nil, exitRefused
+	case err != nil:
+		o.warnf("cannot take the run lock: %v; carrying on without it, so a second run on this chain would not be kept out", err)
+	}
+	return lock, 0
 }
 
 // openTimeline starts the recorder. A location that cannot be written

@@ -95,6 +95,10 @@ func (c *Chain) V2Dir() string { return c.v2dir }
 
 // Start copies the fixture into the test's cache, makes its capped cgroup,
 // and starts it there. It skips the test when no cap can be put in place.
+// It is long on purpose: the safety steps (cap, own process group,
+// leader registered with the reaper before it can exit, ordinary
+// priority checked, timeout armed, then the gate) read in their order in
+// one place.
 func Start(t testing.TB, s Spec) *Chain {
 	t.Helper()
 	reaper.Lock()

@@ -180,34 +180,9 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 			return res, err
 		}
 		r := Round{N: n, Matched: res.Live()}
-		var pinned []*proc.Handle
-		for _, p := range res.Procs {
-			if inside(p) {
-				continue
-			}
-			r.Outside++
-			h, err := fs.Open(p.ID)
-			switch {
-			case errors.Is(err, proc.ErrGone):
-				r.Gone++
-				continue
-			case errors.Is(err, proc.ErrReused):
-				r.Reused++
-				continue
-			case err != nil:
-				closeAll(pinned)
-				return res, err
-			}
-			pinned = append(pinned, h)
-			if g.StopFirst() {
-				// Stop first: a signal is cheap, and a move waits for
-				// every fork in flight on the machine (the kernel's
-				// cgroup_threadgroup_rwsem), so moving a set that is
-				// still forking is slow. The group holds what SIGSTOP
-				// alone cannot: nobody can thaw it with SIGCONT, and
-				// children are born inside it.
-				h.Signal(unix.SIGSTOP)
-			}
+		pinned, err := pinOutside(fs, g, res, inside, &r)
+		if err != nil {
+			return res, err
 		}
 		for _, h := range pinned {
 			err := g.Move(h)
@@ -249,6 +224,42 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 			return res, fmt.Errorf("%w: %d processes still outside %s after round %d", ErrDeadline, r.Outside-r.Moved, g.Where(), n)
 		}
 	}
+}
+
+// pinOutside pins every match of res that is not inside the set yet,
+// counting the gone and the reused in r, and stops each one first where
+// the method asks for it.
+func pinOutside(fs proc.FS, g Group, res match.Result, inside func(match.Proc) bool, r *Round) ([]*proc.Handle, error) {
+	var pinned []*proc.Handle
+	for _, p := range res.Procs {
+		if inside(p) {
+			continue
+		}
+		r.Outside++
+		h, err := fs.Open(p.ID)
+		switch {
+		case errors.Is(err, proc.ErrGone):
+			r.Gone++
+			continue
+		case errors.Is(err, proc.ErrReused):
+			r.Reused++
+			continue
+		case err != nil:
+			closeAll(pinned)
+			return nil, err
+		}
+		pinned = append(pinned, h)
+		if g.StopFirst() {
+			// Stop first: a signal is cheap, and a move waits for every
+			// fork in flight on the machine (the kernel's
+			// cgroup_threadgroup_rwsem), so moving a set that is still
+			// forking is slow. The group holds what SIGSTOP alone cannot:
+			// nobody can thaw it with SIGCONT, and children are born
+			// inside it.
+			h.Signal(unix.SIGSTOP)
+		}
+	}
+	return pinned, nil
 }
 
 func closeAll(hs []*proc.Handle) {
