@@ -404,7 +404,7 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 			return spec, exitUsage
 		}
 		d = filepath.Clean(d)
-		if systemDir(d) && !f.force {
+		if freeze.SystemDir(d) && !f.force {
 			o.errorf("refused: --under %s would match the machine's own programs", d)
 			o.hintf("name the test cache that holds the chain, such as --under /tmp/TestX/cache, or add --force")
 			return spec, exitRefused
@@ -413,18 +413,6 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 	}
 	spec.Args, spec.NoDescendants = f.args, f.noDesc
 	return spec, 0
-}
-
-func systemDir(d string) bool {
-	if d == "/" {
-		return true
-	}
-	for _, s := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/boot"} {
-		if d == s || strings.HasPrefix(d, s+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 func mustAbs(p string) string {

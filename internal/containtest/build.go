@@ -3,11 +3,12 @@ package containtest
 import (
 	_ "embed"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+
+	"freeze/internal/exefile"
 )
 
 //go:embed fixture/chain.c
@@ -55,20 +56,5 @@ func fixture() (string, error) {
 	return built.path, built.err
 }
 
-// copyExecutable copies the fixture to dst with mode 0755.
-func copyExecutable(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
+// copyExecutable copies a fixture or a program into a test cache.
+var copyExecutable = exefile.Copy

@@ -56,9 +56,8 @@ func TestTimeoutKillsGrandchildInItsOwnSession(t *testing.T) {
 	if !c.TimedOut() {
 		t.Fatal("the harness's timeout did not fire")
 	}
-	time.Sleep(5 * time.Second)
-	if alive(pid, start) {
-		t.Fatalf("grandchild %d in its own session is alive 5 s after the timeout: only the direct child was killed", pid)
+	if !gone(10*time.Second, func() bool { return !alive(pid, start) }) {
+		t.Fatalf("grandchild %d in its own session is alive 10 s after the timeout: only the direct child was killed", pid)
 	}
 	if _, err := os.Stat(c.cap.dir); err == nil {
 		t.Fatalf("the chain's cgroup %s is still there after the timeout", c.cap.dir)
@@ -80,13 +79,16 @@ func TestGroupKillEndsTheLeadersGroup(t *testing.T) {
 	c.noCgroup.Store(true) // only the group kill
 	c.noDir.Store(true)
 	c.Kill()
-	time.Sleep(500 * time.Millisecond)
 	var left []int
-	for _, pid := range members {
-		if alive(pid, starts[pid]) {
-			left = append(left, pid)
+	gone(10*time.Second, func() bool {
+		left = left[:0]
+		for _, pid := range members {
+			if alive(pid, starts[pid]) {
+				left = append(left, pid)
+			}
 		}
-	}
+		return len(left) == 0
+	})
 	if len(left) > 0 {
 		t.Fatalf("%d of %d members of the leader's process group survived its group kill: %v", len(left), len(members), left)
 	}
@@ -98,12 +100,13 @@ func TestPidsCapStopsAChainThatWouldGoOn(t *testing.T) {
 	if n := c.WaitPopulation(50, 20*time.Second); n != 50 {
 		t.Fatalf("population %d, want the cap of 50", n)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The chain keeps trying: wait for the kernel to refuse a fork, then
+	// the population must still be at the cap.
+	if !gone(20*time.Second, func() bool { return c.ForkFailures() > 0 }) {
+		t.Fatal("pids.events counts no refused fork in 20 s: the cap is not what stopped the chain")
+	}
 	if n := c.Population(); n > 50 {
 		t.Fatalf("population %d went past the cap of 50", n)
-	}
-	if c.ForkFailures() == 0 {
-		t.Fatal("pids.events counts no refused fork: the cap is not what stopped the chain")
 	}
 }
 
@@ -162,4 +165,17 @@ func TestOwnCgroups(t *testing.T) {
 	if v1["pids"] != "/ci" || v1["cpuacct"] != "/c" || v1["memory"] != "/m" || v2 != "/u" {
 		t.Fatalf("v1 %v v2 %q", v1, v2)
 	}
+}
+
+// gone polls done every 10 ms until it reports true or within passes; it
+// reports whether done did.
+func gone(within time.Duration, done func() bool) bool {
+	end := time.Now().Add(within)
+	for !done() {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/exefile"
 	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/priority"
@@ -130,7 +130,7 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return rep, err
 	}
-	if err := copyFile(self, ch.path); err != nil {
+	if err := exefile.Copy(self, ch.path); err != nil {
 		return rep, err
 	}
 
@@ -257,17 +257,13 @@ func (c *chain) waitPopulation(n int, within time.Duration) int {
 	}
 }
 
-// live lists live processes running the drill's copy.
+// live lists live processes running the drill's copy, by the same
+// readers the scan uses.
 func (c *chain) live() []int {
-	ents, _ := os.ReadDir("/proc")
+	pids, _ := proc.Default.PIDs(nil)
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		exe, err := os.Readlink("/proc/" + e.Name() + "/exe")
-		if err == nil && strings.TrimSuffix(exe, " (deleted)") == c.path {
+	for _, pid := range pids {
+		if path, _, err := proc.Default.ExePath(pid); err == nil && path == c.path {
 			out = append(out, pid)
 		}
 	}
@@ -374,23 +370,6 @@ func userProcesses() int {
 		}
 	}
 	return n
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -65,13 +65,7 @@ func (g *cgroup1Group) ThawHint() string {
 func (g *cgroup1Group) Reused() bool    { return g.reused }
 func (g *cgroup1Group) Notes() []string { return nil }
 
-func (g *cgroup1Group) Snapshot() (func(match.Proc) bool, error) {
-	pids, err := readPids(filepath.Join(g.dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	return func(p match.Proc) bool { return pids[p.PID] }, nil
-}
+func (g *cgroup1Group) Snapshot() (func(match.Proc) bool, error) { return members(g.dir) }
 
 func (g *cgroup1Group) Move(h *proc.Handle) error {
 	err := g.write("cgroup.procs", strconv.Itoa(h.PID))

@@ -99,13 +99,7 @@ func (g *cgroup2Group) ThawHint() string {
 func (g *cgroup2Group) Reused() bool    { return g.reused }
 func (g *cgroup2Group) Notes() []string { return g.notes }
 
-func (g *cgroup2Group) Snapshot() (func(match.Proc) bool, error) {
-	pids, err := readPids(filepath.Join(g.dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	return func(p match.Proc) bool { return pids[p.PID] }, nil
-}
+func (g *cgroup2Group) Snapshot() (func(match.Proc) bool, error) { return members(g.dir) }
 
 func (g *cgroup2Group) Move(h *proc.Handle) error {
 	err := g.m.AddProc(uint64(h.PID))
@@ -150,6 +144,15 @@ func events(dir string) (map[string]int, error) {
 		}
 	}
 	return ev, nil
+}
+
+// members snapshots a cgroup's cgroup.procs as a membership test.
+func members(dir string) (func(match.Proc) bool, error) {
+	pids, err := readPids(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	return func(p match.Proc) bool { return pids[p.PID] }, nil
 }
 
 // readPids reads a cgroup.procs file.

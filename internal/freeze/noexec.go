@@ -43,6 +43,21 @@ func (e *GuardError) Error() string { return e.Path + ": " + e.Rule }
 // there.
 var systemRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/boot"}
 
+// SystemDir reports whether d (clean, absolute) is the root or lies in
+// one of the machine's own program directories: --under there would
+// match the machine's own programs.
+func SystemDir(d string) bool {
+	if d == "/" {
+		return true
+	}
+	for _, s := range systemRoots {
+		if d == s || strings.HasPrefix(d, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // DisposableRoots lists where a disposable test-cache binary may live:
 // the temporary directory, the user's cache (Go's build and test cache by
 // default), $GOCACHE, and any root the operator names.

@@ -97,7 +97,15 @@ func TestOpenRefusesChangedStartTime(t *testing.T) {
 
 func TestExeFileOfDeletedBinary(t *testing.T) {
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 1, HopCap: 100, Timeout: 30 * time.Second})
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if p, _, err := Default.ExePath(c.Leader); err == nil && p == c.Path {
+			break // the leader runs the copy
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader %d does not run %s after 5 s", c.Leader, c.Path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	before, err := Default.ExeFile(c.Leader)
 	if err != nil {
 		t.Fatal(err)

@@ -37,14 +37,26 @@ func TestRevokeExecStopsAnExecChain(t *testing.T) {
 	if _, err := freeze.Revoke(r); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // hops already past execve finish
+	// Hops already past execve finish: wait (bounded) until two counts
+	// 50 ms apart agree.
 	at := c.Population()
-	time.Sleep(2 * time.Second)
-	// Processes still fork, but every child dies at its execve: in two
-	// seconds the chain would have grown fourfold; it must not grow.
-	if n := c.Population(); n > at+at/10+5 {
-		st, _ := os.Stat(c.Path)
-		t.Fatalf("population grew from %d to %d in 2 s with exec revoked (mode %v); stderr %.300s", at, n, st.Mode(), c.Stderr())
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+		n := c.Population()
+		if n == at {
+			break
+		}
+		at = n
+	}
+	// Processes still fork, but every child dies at its execve. A claim
+	// that something does not happen needs a window to watch: two
+	// seconds, in which the chain (a fork a second each) would have grown
+	// fourfold. It fails the moment the count passes the bound.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n := c.Population(); n > at+at/10+5 {
+			st, _ := os.Stat(c.Path)
+			t.Fatalf("population grew from %d to %d with exec revoked (mode %v); stderr %.300s", at, n, st.Mode(), c.Stderr())
+		}
 	}
 	raise(t)
 	cfg := config(t, freeze.None, c.Path)
