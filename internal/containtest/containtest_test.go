@@ -59,8 +59,8 @@ func TestTimeoutKillsGrandchildInItsOwnSession(t *testing.T) {
 	if !gone(10*time.Second, func() bool { return !alive(pid, start) }) {
 		t.Fatalf("grandchild %d in its own session is alive 10 s after the timeout: only the direct child was killed", pid)
 	}
-	if _, err := os.Stat(c.cap.dir); err == nil {
-		t.Fatalf("the chain's cgroup %s is still there after the timeout", c.cap.dir)
+	if !gone(20*time.Second, func() bool { _, err := os.Stat(c.cap.dir); return err != nil }) {
+		t.Fatalf("the chain's cgroup %s is still there 20 s after the timeout", c.cap.dir)
 	}
 }
 
