@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,6 +81,15 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	}
 	if ws.ExitStatus() != 0 || len(chain.Survivors()) != 0 {
 		t.Errorf("the lifted run did not reach zero: exit %d, %d survivors\n%s", ws.ExitStatus(), len(chain.Survivors()), fz.Stderr())
+	}
+	// The postmortem of this real, finished run says it finished, and
+	// how (its last event is the peak memory, recorded after the zero).
+	var md, errs bytes.Buffer
+	if code := run([]string{"timeline", tl}, &md, &errs); code != 0 {
+		t.Fatalf("freeze timeline %s: exit %d\n%s", tl, code, errs.String())
+	}
+	if out := md.String(); !strings.Contains(out, "Zero remain, confirmed") || strings.Contains(out, "stops early") {
+		t.Errorf("the rendered timeline of a finished run does not say it reached zero, or calls it cut:\n%s", out)
 	}
 	t.Logf("%d samples, every %v; freeze took the chain to zero", samples, sampleEvery)
 }
