@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
 
@@ -49,7 +49,7 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 		if _, done := fz.Exit(0); done {
 			break
 		}
-		seen := threadPolicies(fz.Leader)
+		seen, _ := proc.Default.Policies(fz.Leader)
 		if len(seen) > 0 && exeOf(fz.Leader) == fz.Path {
 			samples++
 			for tid, pol := range seen {
@@ -92,36 +92,6 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 		t.Errorf("the rendered timeline of a finished run does not say it reached zero, or calls it cut:\n%s", out)
 	}
 	t.Logf("%d samples, every %v; freeze took the chain to zero", samples, sampleEvery)
-}
-
-// threadPolicies reads the scheduling policy (field 41 of
-// /proc/PID/task/TID/stat, proc(5)) of each thread of pid.
-func threadPolicies(pid int) map[int]int {
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	out := map[int]int{}
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if i < 0 || len(f) < 39 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if pol, err := strconv.Atoi(f[38]); err == nil {
-			out[tid] = pol
-		}
-	}
-	return out
 }
 
 func exeOf(pid int) string {

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/priority"
@@ -620,26 +621,19 @@ func userProcesses(uid int) int {
 	return n
 }
 
-// policyOf reads a process's scheduling policy, field 41 of
-// /proc/PID/stat (proc(5)), or -1.
+// policyOf reads the scheduling policy of a process (field 41 of its
+// stat), or -1. Through procfs directly: package proc's own tests use
+// this harness, so it cannot import proc.
 func policyOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return -1
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 39 {
-		return -1
-	}
-	pol, err := strconv.Atoi(f[38])
+	st, err := p.Stat()
 	if err != nil {
 		return -1
 	}
-	return pol
+	return int(st.Policy)
 }
 
 // startLifted starts cmd from a thread at SCHED_RR 1 without

@@ -97,3 +97,26 @@ func (p FS) Args(pid int) ([]string, error) {
 	}
 	return pr.CmdLine()
 }
+
+// Policies reads the scheduling policy (sched(7); field 41 of each
+// thread's stat, with SCHED_RESET_ON_FORK left out) of every thread of
+// pid, by thread id.
+func (p FS) Policies(pid int) (map[int]int, error) {
+	fs, err := p.procfs()
+	if err != nil {
+		return nil, err
+	}
+	threads, err := fs.AllThreads(pid)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]int, len(threads))
+	for _, t := range threads {
+		st, err := t.Stat()
+		if err != nil || st.State == "Z" || st.State == "X" {
+			continue // exited between the listing and the read
+		}
+		out[t.PID] = int(st.Policy)
+	}
+	return out, nil
+}
