@@ -50,7 +50,7 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 			break
 		}
 		seen, _ := proc.Default.Policies(fz.Leader)
-		if len(seen) > 0 && exeOf(fz.Leader) == fz.Path {
+		if exe, _, err := proc.Default.ExePath(fz.Leader); err == nil && exe == fz.Path && len(seen) > 0 {
 			samples++
 			for tid, pol := range seen {
 				if pol != 0 {
@@ -92,9 +92,4 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 		t.Errorf("the rendered timeline of a finished run does not say it reached zero, or calls it cut:\n%s", out)
 	}
 	t.Logf("%d samples, every %v; freeze took the chain to zero", samples, sampleEvery)
-}
-
-func exeOf(pid int) string {
-	p, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	return p
 }

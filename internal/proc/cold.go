@@ -16,6 +16,15 @@ import (
 
 func (p FS) procfs() (procfs.FS, error) { return procfs.NewFS(p.Root) }
 
+// procOf opens one process of the tree through procfs.
+func (p FS) procOf(pid int) (procfs.Proc, error) {
+	fs, err := p.procfs()
+	if err != nil {
+		return procfs.Proc{}, err
+	}
+	return fs.Proc(pid)
+}
+
 // HidePID returns the hidepid option of the proc mount at p.Root ("2",
 // "invisible", "1", "noaccess"), or "" when it hides nothing. With it, a
 // user who is not root sees only their own processes (proc(5)).
@@ -52,11 +61,7 @@ func hidePID(mounts []*procfs.MountInfo, root string) string {
 // the process's own memory: ru_maxrss also takes the high-water mark of
 // the memory a vfork child shared with its parent before its exec.
 func (p FS) PeakRSS(pid int) (int64, error) {
-	fs, err := p.procfs()
-	if err != nil {
-		return 0, err
-	}
-	pr, err := fs.Proc(pid)
+	pr, err := p.procOf(pid)
 	if err != nil {
 		return 0, err
 	}
@@ -70,11 +75,7 @@ func (p FS) PeakRSS(pid int) (int64, error) {
 // Wchan is where a process sleeps in the kernel (/proc/PID/wchan), or "":
 // for a survivor in state D, the call it waits in.
 func (p FS) Wchan(pid int) string {
-	fs, err := p.procfs()
-	if err != nil {
-		return ""
-	}
-	pr, err := fs.Proc(pid)
+	pr, err := p.procOf(pid)
 	if err != nil {
 		return ""
 	}
@@ -87,11 +88,7 @@ func (p FS) Wchan(pid int) string {
 // for long stretches: call it only for processes already matched by
 // their exe link.
 func (p FS) Args(pid int) ([]string, error) {
-	fs, err := p.procfs()
-	if err != nil {
-		return nil, err
-	}
-	pr, err := fs.Proc(pid)
+	pr, err := p.procOf(pid)
 	if err != nil {
 		return nil, err
 	}

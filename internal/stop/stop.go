@@ -145,7 +145,12 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	if errors.Is(err, errDone) {
 		err = nil
 	}
-	if err != nil && r.out.Kind == 0 {
+	switch {
+	case err != nil && r.out.Kind == Refused:
+		// Every run ends in a step that says how: a refusal changed
+		// nothing, and the postmortem must not read it as a cut run.
+		r.rec.Record(timeline.StageNone, timeline.StepRefused, err.Error()+"; nothing was changed", timeline.F{"error": err.Error()})
+	case err != nil && r.out.Kind == 0:
 		r.out.Kind = Failed
 		r.rec.Record(timeline.StageNone, timeline.StepFailed, err.Error(), timeline.F{"error": err.Error()})
 	}

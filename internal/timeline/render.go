@@ -12,7 +12,7 @@ import (
 // Render writes events in format ("markdown", "text" or "json") as a
 // section to paste into a postmortem. A timeline with no step that ends a
 // run (zero, survivors, hold, nothing matched, dry run, interrupted, a
-// failure) is said to stop early, with its last step; events recorded
+// refusal, a failure) is said to stop early, with its last step; events recorded
 // after the end (freeze's peak memory) do not make a finished run look
 // cut.
 func Render(w io.Writer, events []Event, format string) error {
@@ -128,6 +128,8 @@ func outcome(events []Event) string {
 			return "No freeze method could be used: " + e.Msg
 		case StepInterrupted:
 			return "Interrupted: " + e.Msg
+		case StepRefused:
+			return "Refused: " + e.Msg
 		case StepFailed:
 			return "Failed: " + e.Msg
 		case StepDrillEnd:

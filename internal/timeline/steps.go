@@ -39,14 +39,15 @@ const (
 	StepDryRun         Step = "dry-run"
 	StepMethodFailed   Step = "method-failed"
 	StepInterrupted    Step = "interrupted"
-	StepFailed         Step = "failed" // an error ended the run
+	StepRefused        Step = "refused" // a safety rule refused the run; nothing changed
+	StepFailed         Step = "failed"  // an error ended the run
 	StepDrillEnd       Step = "drill-end"
 )
 
 // Ends reports whether s is a step that ends a run.
 func (s Step) Ends() bool {
 	switch s {
-	case StepZero, StepSurvivors, StepHold, StepNothingMatched, StepDryRun, StepMethodFailed, StepInterrupted, StepFailed, StepDrillEnd:
+	case StepZero, StepSurvivors, StepHold, StepNothingMatched, StepDryRun, StepMethodFailed, StepInterrupted, StepRefused, StepFailed, StepDrillEnd:
 		return true
 	}
 	return false
