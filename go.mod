@@ -3,6 +3,7 @@ module freeze
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/prometheus/procfs v0.23.0
 	github.com/rogpeppe/go-internal v1.14.1
@@ -11,14 +12,12 @@ require (
 )
 
 require (
-	github.com/cilium/ebpf v0.16.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/opencontainers/runtime-spec v1.3.0 // indirect
-	github.com/sirupsen/logrus v1.9.3 // indirect
-	golang.org/x/exp v0.0.0-20241108190413-2d47ceb2692f // indirect
-	golang.org/x/tools v0.27.0 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
+	golang.org/x/tools v0.40.1-0.20260108161641-ca281cf95054 // indirect
 	google.golang.org/protobuf v1.35.2 // indirect
 )

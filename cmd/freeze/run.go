@@ -112,6 +112,7 @@ type stopFlags struct {
 	revoke             bool
 	disposable         []string
 	method             string
+	btf                string
 	rounds             int
 	timeout            time.Duration
 	timeline           string
@@ -163,7 +164,7 @@ func runStop(o out, args []string) int {
 	}
 	interrupt, stopWatch := watchSignals(rec)
 	res, runErr := stop.Run(stop.Config{
-		FS: proc.Default, Spec: spec, Method: method, Hold: f.hold, DryRun: f.dryRun,
+		FS: proc.Default, Spec: spec, Method: method, BTF: f.btf, Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
 		Command: command, Priority: raised, LiftedAt: liftedAt(),
 		RevokeExec: f.revoke, Disposable: f.disposable, Force: f.force,
@@ -188,6 +189,7 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	fl.StringArrayVarP(&f.args, "arg", "a", nil, "")
 	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
 	fl.StringVarP(&f.method, "method", "m", "auto", "")
+	fl.StringVar(&f.btf, "btf", "", "")
 	fl.BoolVar(&f.hold, "hold", false, "")
 	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "")
 	fl.IntVar(&f.rounds, "rounds", defaultRounds, "")
@@ -226,7 +228,7 @@ func (f stopFlags) check(o out) (freeze.Method, int) {
 		return "", exitUsage
 	case err != nil:
 		o.errorf("unknown --method %q", f.method)
-		o.hintf("use auto, cgroup2, cgroup1, sigstop, or none with --revoke-exec")
+		o.hintf("use auto, bpf, cgroup2, cgroup1, sigstop, or none with --revoke-exec")
 		return "", exitUsage
 	}
 	for _, d := range f.disposable {
@@ -244,6 +246,9 @@ func (f stopFlags) check(o out) (freeze.Method, int) {
 		o.errorf("--rounds %d: need at least 1", f.rounds)
 	case f.timeout <= 0:
 		o.errorf("--timeout %v: need a positive duration such as 60s", f.timeout)
+	case f.btf != "" && !filepath.IsAbs(f.btf):
+		o.errorf("--btf %q is not absolute", f.btf)
+		o.hintf("give the full path of a kernel BTF file, for example --btf /sys/kernel/btf/vmlinux")
 	case f.hold && f.dryRun:
 		o.errorf("--hold and --dry-run together: a dry run changes nothing, so there is nothing to hold")
 		o.hintf("drop one of them")

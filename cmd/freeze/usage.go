@@ -18,9 +18,12 @@ const usage = `Usage:
 freeze stops a runaway process chain in the order that works:
   1/4 match      every live process running PATH (the file itself: its
                  device and inode, not its name), and their descendants
-  2/4 freeze     move every match into a cgroup that is already frozen
-                 (cgroup v2, else the v1 freezer, else SIGSTOP), repeating
-                 until a scan finds none left outside
+  2/4 freeze     where the kernel allows, attach a BPF gate first: from
+                 then on no process of the chain can fork or exec (each
+                 is stopped at its next try), so the set is fixed at
+                 once; else move every match into a cgroup that is
+                 already frozen (cgroup v2, else the v1 freezer, else
+                 SIGSTOP), repeating until a scan finds none outside
   3/4 kill       kill the now fixed set in rounds until none remain
   4/4 record     confirm zero with two empty scans; the timeline of every
                  step is written as it happens
@@ -34,8 +37,13 @@ Options:
     -a, --arg STRING         only processes with an argv element equal to
                              STRING: needed for interpreters (repeatable)
         --no-descendants     leave out the descendants of matches
-    -m, --method METHOD      auto (default), cgroup2, cgroup1 or sigstop;
-                             none (with --revoke-exec): kill rounds only
+    -m, --method METHOD      auto (default: bpf where it loads, else the
+                             first of cgroup2, cgroup1, sigstop), bpf,
+                             cgroup2, cgroup1 or sigstop; none (with
+                             --revoke-exec): kill rounds only
+        --btf FILE           kernel BTF the gate loads against (default
+                             /sys/kernel/btf/vmlinux); for kernels that
+                             ship it apart
         --revoke-exec        before freezing, remove the execute bits of
                              each --path file (and of files under --under
                              that matches run), so no new hop can start;

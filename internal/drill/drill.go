@@ -83,8 +83,11 @@ func Supports() (lines []string, use freeze.Method) {
 	lines = append(lines, fmt.Sprintf("kernel %s: cgroup.freeze %s, cgroup.kill %s", release,
 		ifElse(major > 5 || major == 5 && minor >= 2, "yes (5.2+)", "no (before 5.2)"),
 		ifElse(major > 5 || major == 5 && minor >= 14, "yes (5.14+)", "no (before 5.14): kills fall back to pidfd signals")))
-	for _, s := range freeze.Probe() {
+	for _, s := range freeze.Probe("") {
 		lines = append(lines, fmt.Sprintf("method %s: %s (%s)", s.Method, yesNo(s.OK), s.Why))
+		for _, k := range s.Kinds[min(1, len(s.Kinds)):] {
+			lines = append(lines, fmt.Sprintf("  BPF %s: %s (%s)", k.Name, ifElse(k.OK, "loads", "refused"), k.Why))
+		}
 		if s.OK && use == "" {
 			use = s.Method
 		}

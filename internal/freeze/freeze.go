@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 )
@@ -40,7 +41,7 @@ var (
 // growth.
 func ParseMethod(name string, revoke bool) (Method, error) {
 	switch m := Method(name); m {
-	case Auto, Cgroup2, Cgroup1, Sigstop:
+	case Auto, Bpf, Cgroup2, Cgroup1, Sigstop:
 		return m, nil
 	case None:
 		if !revoke {
@@ -273,29 +274,34 @@ type Support struct {
 	Method Method
 	OK     bool
 	Why    string
+	// Kinds, for bpf, are the BPF program kinds tried, loaded or refused.
+	Kinds []gate.Kind
 }
 
-// Probe reports which methods would work here without creating anything.
-func Probe() []Support {
-	var out []Support
+// Probe reports which methods would work here without creating anything:
+// the gate is loaded against btf (empty: the running kernel's) and never
+// attached.
+func Probe(btf string) []Support {
+	kinds := gate.Probe(btf)
+	out := []Support{{Method: Bpf, OK: kinds[0].OK, Why: kinds[0].Why, Kinds: kinds}}
 	if mount, err := Cgroup2Mount(); err != nil {
-		out = append(out, Support{Cgroup2, false, err.Error()})
+		out = append(out, Support{Method: Cgroup2, Why: err.Error()})
 	} else if !fileExists(mount + "/cgroup.procs") {
-		out = append(out, Support{Cgroup2, false, "no cgroup.procs at " + mount})
+		out = append(out, Support{Method: Cgroup2, Why: "no cgroup.procs at " + mount})
 	} else if !writable(mount + "/cgroup.procs") {
-		out = append(out, Support{Cgroup2, false, "cannot write " + mount + "/cgroup.procs (not root)"})
+		out = append(out, Support{Method: Cgroup2, Why: "cannot write " + mount + "/cgroup.procs (not root)"})
 	} else {
-		out = append(out, Support{Cgroup2, true, "cgroup v2 at " + mount})
+		out = append(out, Support{Method: Cgroup2, OK: true, Why: "cgroup v2 at " + mount})
 	}
 	switch {
 	case !fileExists(freezerRoot + "/cgroup.procs"):
-		out = append(out, Support{Cgroup1, false, "no v1 freezer hierarchy at " + freezerRoot})
+		out = append(out, Support{Method: Cgroup1, Why: "no v1 freezer hierarchy at " + freezerRoot})
 	case !writable(freezerRoot + "/cgroup.procs"):
-		out = append(out, Support{Cgroup1, false, "cannot write " + freezerRoot + " (not root)"})
+		out = append(out, Support{Method: Cgroup1, Why: "cannot write " + freezerRoot + " (not root)"})
 	default:
-		out = append(out, Support{Cgroup1, true, "v1 freezer at " + freezerRoot})
+		out = append(out, Support{Method: Cgroup1, OK: true, Why: "v1 freezer at " + freezerRoot})
 	}
-	out = append(out, Support{Sigstop, true, "SIGSTOP by pidfd works for any process you may signal"})
+	out = append(out, Support{Method: Sigstop, OK: true, Why: "SIGSTOP by pidfd works for any process you may signal"})
 	return out
 }
 

@@ -101,3 +101,7 @@ func (h *Handle) Close() error {
 	}
 	return unix.Close(h.fd)
 }
+
+// FD is the pidfd, for the kernel interfaces that take one (the gate's
+// task storage is keyed by pidfd); -1 on a fixture tree.
+func (h *Handle) FD() int { return h.fd }

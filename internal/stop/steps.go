@@ -97,9 +97,12 @@ func (r *run) dryRun() error {
 	if !r.c.DryRun {
 		return nil
 	}
-	r.out.Kind, r.out.Support, r.out.Zombies = DryRun, freeze.Probe(), r.res.Zombies
+	r.out.Kind, r.out.Support, r.out.Zombies = DryRun, freeze.Probe(r.c.BTF), r.res.Zombies
 	for _, s := range r.out.Support {
 		r.rec.Record(timeline.StageFreeze, timeline.StepDryRunMethod, fmt.Sprintf("%s: %s (%s)", s.Method, yesNo(s.OK), s.Why), timeline.F{"method": string(s.Method), "ok": s.OK, "why": s.Why})
+		for _, k := range s.Kinds {
+			r.rec.Record(timeline.StageFreeze, timeline.StepDryRunGate, fmt.Sprintf("BPF %s: %s (%s)", k.Name, loads(k.OK), k.Why), timeline.F{"kind": k.Name, "ok": k.OK, "why": k.Why})
+		}
 	}
 	r.rec.Record(timeline.StageRecord, timeline.StepDryRun, "dry run: nothing was changed", nil)
 	return errDone
@@ -121,7 +124,24 @@ func (r *run) nothingToDo() error {
 
 // openGroup makes the frozen group (or reuses a held one).
 func (r *run) openGroup() error {
-	g, why, err := freeze.Open(r.c.FS, r.c.Method, freeze.GroupName(r.c.Spec))
+	name := freeze.GroupName(r.c.Spec)
+	var (
+		g   freeze.Group
+		why string
+		err error
+	)
+	switch {
+	case r.gateOn != nil:
+		g, why, err = freeze.OpenGated(r.c.FS, r.gateOn, r.c.Hold, name)
+	case r.c.Method == freeze.Bpf:
+		g, why, err = freeze.Open(r.c.FS, freeze.Auto, name)
+		why = "asked for bpf, but the gate is not available (" + r.gateWhy + "); " + why
+	default:
+		g, why, err = freeze.Open(r.c.FS, r.c.Method, name)
+		if r.gateWhy != "" {
+			why += "; passed over bpf (" + r.gateWhy + ")"
+		}
+	}
 	if err != nil {
 		r.out.Kind = Failed
 		r.rec.Record(timeline.StageFreeze, timeline.StepMethodFailed, err.Error(), nil)
@@ -238,6 +258,13 @@ func removeGroup(g freeze.Group) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func loads(ok bool) string {
+	if ok {
+		return "loads"
+	}
+	return "refused"
 }
 
 func yesNo(b bool) string {

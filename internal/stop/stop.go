@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
+	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/rounds"
@@ -35,6 +36,9 @@ type Config struct {
 	FS        proc.FS
 	Spec      match.Spec
 	Method    freeze.Method
+	// BTF is the kernel type information the gate loads against (--btf);
+	// empty for the running kernel's.
+	BTF string
 	Hold      bool
 	DryRun    bool
 	Rounds    int
@@ -123,6 +127,8 @@ type run struct {
 	deadline time.Time
 	scanner  *match.Scanner
 	res      match.Result // the latest scan
+	gateOn   *gate.Gate   // attached from before the first scan to the end
+	gateWhy  string       // why the gate could not be used
 }
 
 // Run applies the stop order. It returns the outcome and, unless the
@@ -132,6 +138,7 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	r := &run{c: c, rec: rec, deadline: time.Now().Add(c.Timeout), scanner: match.NewScanner(c.FS, c.Spec)}
 	r.recordStart()
 	err := r.steps(
+		r.gate,
 		r.match,
 		r.revoke,
 		r.dryRun,
@@ -142,6 +149,7 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		r.kill,
 		r.confirm,
 	)
+	r.closeGate()
 	if errors.Is(err, errDone) {
 		err = nil
 	}

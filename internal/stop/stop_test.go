@@ -34,7 +34,7 @@ func requireRoot(t *testing.T) {
 
 func supported(t *testing.T, m freeze.Method) {
 	t.Helper()
-	for _, s := range freeze.Probe() {
+	for _, s := range freeze.Probe("") {
 		if s.Method == m && !s.OK {
 			t.Skipf("%s is not available here: %s", m, s.Why)
 		}
@@ -115,7 +115,7 @@ func TestStopOrderReachesZero(t *testing.T) {
 		{"line", containtest.Spec{Shape: containtest.Line, Cap: 400, HopCap: 100000, Timeout: 120 * time.Second, Interval: time.Millisecond}, 400},
 		{"churn", containtest.Spec{Shape: containtest.Churn, Cap: 800, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond}, 700},
 	}
-	for _, m := range freeze.Methods {
+	for _, m := range append([]freeze.Method{freeze.Bpf}, freeze.Methods...) {
 		for _, sh := range shapes {
 			t.Run(string(m)+"/"+sh.name, func(t *testing.T) {
 				supported(t, m)

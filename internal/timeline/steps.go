@@ -19,6 +19,10 @@ const (
 	StepRevokeFailed    Step = "revoke-failed"
 	StepWouldRevoke     Step = "would-revoke"
 	StepDryRunMethod    Step = "dry-run-method"
+	StepDryRunGate      Step = "dry-run-gate" // a BPF program kind, loaded or refused
+	StepGateAttached    Step = "gate-attached"
+	StepGateUnavailable Step = "gate-unavailable"
+	StepGateDetached    Step = "gate-detached"
 	StepMethod          Step = "method"
 	StepReuse           Step = "reuse"
 	StepNoFreezer       Step = "no-freezer"

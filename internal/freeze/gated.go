@@ -1,0 +1,140 @@
+package freeze
+
+import (
+	"fmt"
+	"time"
+
+	"freeze/internal/gate"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+)
+
+// Bpf is the kernel gate (package gate): no process of the chain
+// completes a fork, clone or exec while it is attached, so the set is
+// fixed by construction and the kill rounds signal it by pidfd without
+// moving anything. With --hold, or to finish a group an earlier --hold
+// left, the gated set also goes into a group of the first cgroup method
+// that works, and that group is what holds once the gate is gone.
+const Bpf Method = "bpf"
+
+// gated is the set the gate holds. The caller attaches the gate before
+// the first scan and detaches it when the run ends; the group only marks.
+type gated struct {
+	gate *gate.Gate
+	// files reports that the gate knows the targets by file, so a
+	// process matched by path is gated without being marked.
+	files bool
+	// inner is the group that holds, with --hold or a reused group; nil
+	// when the run kills straight from the gate.
+	inner  Group
+	marked map[proc.ID]bool
+}
+
+// OpenGated wraps an attached gate as the run's Group. With hold, or
+// where an earlier --hold left a group for name, the gated set is also
+// moved into a group opened as Open(fs, Auto, name) would.
+func OpenGated(fs proc.FS, gt *gate.Gate, hold bool, name string) (Group, string, error) {
+	g := &gated{gate: gt, files: gt.Files > 0, marked: map[proc.ID]bool{}}
+	why := "the gate is attached: the chain cannot fork or exec, so its set is fixed; killed by pidfd with no move"
+	if !hold && len(GroupDirs(name)) == 0 {
+		return g, why, nil
+	}
+	inner, innerWhy, err := Open(fs, Auto, name)
+	if err != nil {
+		return nil, "", err
+	}
+	g.inner = inner
+	if hold {
+		return g, fmt.Sprintf("the gate is attached; --hold moves the stopped set into %s (%s), which holds it once the gate is gone", inner.Method(), innerWhy), nil
+	}
+	return g, fmt.Sprintf("the gate is attached; an earlier --hold left %s, which is finished too", inner.Where()), nil
+}
+
+func (g *gated) Method() Method { return Bpf }
+
+func (g *gated) Where() string {
+	if g.inner != nil {
+		return g.inner.Where()
+	}
+	return "the BPF gate"
+}
+
+func (g *gated) Freezes() bool { return true }
+func (g *gated) Holds() bool   { return g.inner != nil && g.inner.Holds() }
+
+// StopFirst is the inner group's: a move into a frozen cgroup waits for
+// the forks in flight, and the chain has none (the gate refuses them
+// before the pids charge and the threadgroup lock), but the stop and
+// continue around the move is what turns a gate-stopped process into a
+// frozen one that a thaw resumes.
+func (g *gated) StopFirst() bool { return g.inner != nil && g.inner.StopFirst() }
+
+func (g *gated) KillReachesAll() bool { return g.inner != nil && g.inner.KillReachesAll() }
+
+func (g *gated) ThawHint() string {
+	if g.inner != nil {
+		return g.inner.ThawHint()
+	}
+	return "kill -CONT each stopped pid (the gate stopped them with SIGSTOP; a continued process stops again at its next fork only while the gate is attached)"
+}
+
+func (g *gated) Reused() bool { return g.inner != nil && g.inner.Reused() }
+
+// Snapshot: inside the gate is a process known by its file, or marked in
+// this run; with an inner group, only what is in that group.
+func (g *gated) Snapshot() (func(match.Proc) bool, error) {
+	if g.inner != nil {
+		return g.inner.Snapshot()
+	}
+	return func(p match.Proc) bool {
+		return (g.files && p.Reason == match.ByPath) || g.marked[p.ID]
+	}, nil
+}
+
+// Move marks h in the gate, and moves it into the inner group if any.
+func (g *gated) Move(h *proc.Handle) error {
+	if err := g.gate.Mark(h); err != nil {
+		return err
+	}
+	g.marked[h.ID] = true
+	if g.inner != nil {
+		return g.inner.Move(h)
+	}
+	return nil
+}
+
+func (g *gated) WaitFrozen(deadline time.Time) error {
+	if g.inner != nil {
+		return g.inner.WaitFrozen(deadline)
+	}
+	return nil
+}
+
+func (g *gated) Kill() error {
+	if g.inner != nil {
+		return g.inner.Kill()
+	}
+	return nil
+}
+
+func (g *gated) Populated() (bool, error) {
+	if g.inner != nil {
+		return g.inner.Populated()
+	}
+	return false, nil
+}
+
+func (g *gated) Remove() error {
+	if g.inner != nil {
+		return g.inner.Remove()
+	}
+	return nil
+}
+
+func (g *gated) Notes() []string {
+	notes := []string{fmt.Sprintf("gate knows %d file(s) by identity", g.gate.Files)}
+	if g.inner != nil {
+		notes = append(notes, g.inner.Notes()...)
+	}
+	return notes
+}

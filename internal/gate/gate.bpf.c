@@ -1,0 +1,178 @@
+//go:build ignore
+
+// SPDX-License-Identifier: GPL-2.0
+//
+// The gate: once attached, no process of the chain completes a fork, a
+// clone or an exec. Each attempt is answered with SIGSTOP to the caller,
+// sent from sys_enter: the pending signal makes copy_process back out
+// before anything is copied (and before the pids cgroup charge), so the
+// fork never happens and the forker stops. An exec of a target file by
+// anyone is stopped before its first instruction.
+//
+// The chain is:
+//   - every task whose executable's inode is in `targets` (when freeze
+//     was given files, not --arg), and
+//   - every task marked in `gated`: matched by freeze's scan (freeze
+//     marks them by pidfd), or born of a gated or target task (lineage,
+//     in sched_process_fork). Task-local storage dies with its task, so
+//     a reused pid is never gated.
+// Never gated: the tgids in `exempt` (freeze and its ancestors), PID 1
+// and kernel threads.
+//
+// Only tp_btf programs: lsm, fentry and fmod_ret do not load on the
+// machines freeze was built on (see the README). Syscall numbers are
+// x86_64's.
+
+#include "gate.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#define SIGSTOP 19
+#define PF_KTHREAD 0x00200000
+
+// x86_64 syscall numbers.
+#define NR_clone 56
+#define NR_fork 57
+#define NR_vfork 58
+#define NR_execve 59
+#define NR_execveat 322
+#define NR_clone3 435
+
+// Counters, one slot each (index names in gate.go).
+enum {
+	C_FORK_STOPPED,   // clone-family calls of the chain answered with SIGSTOP
+	C_EXEC_STOPPED,   // exec-family calls of the chain answered with SIGSTOP
+	C_TARGET_EXEC,    // execs of a target file by a task not yet gated
+	C_LINEAGE,        // children marked because their parent is gated
+	C_MAX,
+};
+
+struct file_id {
+	__u64 ino;
+	__u32 dev; // the kernel's encoding: major<<20 | minor
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct file_id);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u8);
+} exempt SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} gated SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 i)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &i);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline int is_target(struct file *f)
+{
+	struct file_id id = {};
+	if (!f)
+		return 0;
+	id.ino = f->f_inode->i_ino;
+	id.dev = f->f_inode->i_sb->s_dev;
+	return bpf_map_lookup_elem(&targets, &id) != 0;
+}
+
+// never reports whether t is one freeze must never gate.
+static __always_inline int never(struct task_struct *t)
+{
+	__u32 tgid = t->tgid;
+	if (tgid <= 1 || (t->flags & PF_KTHREAD))
+		return 1;
+	return bpf_map_lookup_elem(&exempt, &tgid) != 0;
+}
+
+// marked reports whether t, or its thread group's leader, was marked.
+static __always_inline int marked(struct task_struct *t)
+{
+	if (bpf_task_storage_get(&gated, t, 0, 0))
+		return 1;
+	return bpf_task_storage_get(&gated, t->group_leader, 0, 0) != 0;
+}
+
+static __always_inline int in_chain(struct task_struct *t)
+{
+	if (never(t))
+		return 0;
+	if (marked(t))
+		return 1;
+	struct mm_struct *mm = t->mm;
+	return mm && is_target(mm->exe_file);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(gate_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 c;
+	switch (id) {
+	case NR_clone:
+	case NR_fork:
+	case NR_vfork:
+	case NR_clone3:
+		c = C_FORK_STOPPED;
+		break;
+	case NR_execve:
+	case NR_execveat:
+		c = C_EXEC_STOPPED;
+		break;
+	default:
+		return 0;
+	}
+	struct task_struct *t = bpf_get_current_task_btf();
+	if (!in_chain(t))
+		return 0;
+	// Mark it too: a task gated by its file stays gated after it execs
+	// another one.
+	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	bpf_send_signal(SIGSTOP);
+	count(c);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(gate_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!in_chain(parent))
+		return 0;
+	if (bpf_task_storage_get(&gated, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		count(C_LINEAGE);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(gate_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (never(p) || marked(p) || !is_target(bprm->file))
+		return 0;
+	bpf_task_storage_get(&gated, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	bpf_send_signal(SIGSTOP);
+	count(C_TARGET_EXEC);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

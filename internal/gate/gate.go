@@ -1,0 +1,183 @@
+// Package gate is freeze's kernel gate: three tp_btf programs that stop
+// every process of a chain at its next fork, clone or exec, in one step,
+// whatever the chain's size (gate.bpf.c says how). It lives only while
+// freeze runs: nothing is pinned, so the links go when freeze exits,
+// however it exits, and the processes it stopped stay stopped.
+//
+// Load compiles nothing: the object is checked in (gen.go).
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/proc"
+)
+
+// Config is what the gate needs before it attaches.
+type Config struct {
+	// Files are the executables whose every process is in the chain: the
+	// --path targets and the executables under --under. Empty with --arg,
+	// where the file is an interpreter that runs much else: then only
+	// the processes Mark marks, and their descendants, are gated.
+	Files []proc.File
+	// Exempt are tgids never gated: freeze and its ancestors.
+	Exempt []int
+	// BTF is the kernel type information to load against; empty for the
+	// running kernel's (/sys/kernel/btf/vmlinux).
+	BTF string
+}
+
+// MaxFiles is how many executables the gate can know by identity.
+const MaxFiles = 8192
+
+// ErrUnsupported means the gate cannot run on this architecture: its
+// syscall numbers are x86_64's.
+var ErrUnsupported = errors.New("the gate is built for x86_64 only")
+
+// Gate is a loaded gate, attached or not.
+type Gate struct {
+	objs  gateObjects
+	links []link.Link
+	// LoadTook and AttachTook are how long loading and attaching took.
+	LoadTook, AttachTook time.Duration
+	Files        int // identities in the targets map
+}
+
+// Load loads the programs and fills the maps; nothing runs until Attach.
+// Its errors say which kernel feature is missing.
+func Load(c Config) (*Gate, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, ErrUnsupported
+	}
+	if len(c.Files) > MaxFiles {
+		return nil, fmt.Errorf("%d executables to gate, the gate holds %d: narrow --under", len(c.Files), MaxFiles)
+	}
+	t0 := time.Now()
+	opts := &ebpf.CollectionOptions{}
+	if c.BTF != "" {
+		spec, err := btf.LoadSpec(c.BTF)
+		if err != nil {
+			return nil, fmt.Errorf("kernel BTF %s: %w", c.BTF, err)
+		}
+		opts.Programs.KernelTypes = spec
+	}
+	g := &Gate{}
+	if err := loadGateObjects(&g.objs, opts); err != nil {
+		return nil, fmt.Errorf("load the gate's programs: %w", err)
+	}
+	for _, f := range c.Files {
+		if err := g.objs.Targets.Put(fileID(f), uint8(1)); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("gate: add file %d:%d: %w", f.Dev, f.Ino, err)
+		}
+	}
+	g.Files = len(c.Files)
+	for _, pid := range c.Exempt {
+		if err := g.objs.Exempt.Put(uint32(pid), uint8(1)); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("gate: exempt pid %d: %w", pid, err)
+		}
+	}
+	g.LoadTook = time.Since(t0)
+	return g, nil
+}
+
+// fileID is a file's identity as the kernel holds it: the inode's
+// super_block s_dev is MKDEV(major, minor) = major<<20 | minor, which is
+// not stat(2)'s st_dev encoding.
+func fileID(f proc.File) gateFileId {
+	return gateFileId{Ino: f.Ino, Dev: unix.Major(f.Dev)<<20 | unix.Minor(f.Dev)}
+}
+
+// Attach switches the gate on. From its return, no process of the chain
+// completes a fork, clone or exec.
+func (g *Gate) Attach() error {
+	t0 := time.Now()
+	// Lineage first, then exec, then the refusal: a fork that slips
+	// between two attaches is then already marked.
+	for _, p := range []*ebpf.Program{g.objs.GateFork, g.objs.GateExec, g.objs.GateSysEnter} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err != nil {
+			g.Detach()
+			return fmt.Errorf("attach %s: %w", p, err)
+		}
+		g.links = append(g.links, l)
+	}
+	g.AttachTook = time.Since(t0)
+	return nil
+}
+
+// Attached reports whether the gate is on.
+func (g *Gate) Attached() bool { return len(g.links) > 0 }
+
+// Mark gates one pinned process (and, through lineage, everything it
+// starts from now on). Marking twice is harmless.
+func (g *Gate) Mark(h *proc.Handle) error {
+	fd := h.FD()
+	if fd < 0 {
+		return fmt.Errorf("pid %d: %w", h.PID, proc.ErrFixture)
+	}
+	err := g.objs.Gated.Update(uint32(fd), uint32(1), ebpf.UpdateAny)
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %w", h.PID, proc.ErrGone)
+	}
+	return err
+}
+
+// Counters are the gate's own counts.
+type Counters struct {
+	ForksStopped uint64 // clone-family calls of the chain answered with SIGSTOP
+	ExecsStopped uint64 // exec-family calls of the chain answered with SIGSTOP
+	TargetExecs  uint64 // execs of a target file by a process not yet gated, stopped
+	Lineage      uint64 // children gated because their parent was
+}
+
+// Counters reads the counters.
+func (g *Gate) Counters() (Counters, error) {
+	var v [4]uint64
+	for i := range v {
+		if err := g.objs.Counters.Lookup(uint32(i), &v[i]); err != nil {
+			return Counters{}, fmt.Errorf("gate counters: %w", err)
+		}
+	}
+	return Counters{ForksStopped: v[0], ExecsStopped: v[1], TargetExecs: v[2], Lineage: v[3]}, nil
+}
+
+// Detach switches the gate off; the processes it stopped stay stopped.
+func (g *Gate) Detach() error {
+	var errs []error
+	for _, l := range g.links {
+		errs = append(errs, l.Close())
+	}
+	g.links = nil
+	return errors.Join(errs...)
+}
+
+// Close detaches and unloads.
+func (g *Gate) Close() error {
+	return errors.Join(g.Detach(), g.objs.Close())
+}
+
+// Exempt returns the pid of the calling process and of each ancestor up
+// to PID 1: what the gate must never stop.
+func Exempt(fs proc.FS) []int {
+	var out []int
+	for pid := os.Getpid(); pid > 1; {
+		out = append(out, pid)
+		st, err := fs.ReadStat(pid)
+		if err != nil {
+			break
+		}
+		pid = st.PPID
+	}
+	return out
+}

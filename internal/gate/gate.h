@@ -1,0 +1,69 @@
+// The few kernel types the gate reads. preserve_access_index makes every
+// field access a CO-RE relocation: the loader finds each field's offset in
+// the running kernel's BTF, so no vmlinux.h is needed and the object is
+// not tied to one kernel build. A field that moved (mm_struct's exe_file
+// sits in an anonymous struct) is still found by name.
+#ifndef FREEZE_GATE_H
+#define FREEZE_GATE_H
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef short __s16;
+typedef __u16 __be16;
+typedef unsigned int __u32;
+typedef int __s32;
+typedef unsigned long long __u64;
+typedef long long __s64;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef __u32 dev_t;
+typedef int pid_t;
+
+#define __PRESERVE __attribute__((preserve_access_index))
+
+struct super_block {
+	dev_t s_dev;
+} __PRESERVE;
+
+struct inode {
+	unsigned long i_ino;
+	struct super_block *i_sb;
+} __PRESERVE;
+
+struct file {
+	struct inode *f_inode;
+} __PRESERVE;
+
+struct mm_struct {
+	struct file *exe_file;
+} __PRESERVE;
+
+struct task_struct {
+	unsigned int flags;
+	pid_t pid;
+	pid_t tgid;
+	struct mm_struct *mm;
+	struct task_struct *group_leader;
+} __PRESERVE;
+
+struct linux_binprm {
+	struct file *file;
+} __PRESERVE;
+
+struct pt_regs;
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
+};
+
+enum {
+	BPF_F_NO_PREALLOC = 1,
+};
+
+enum {
+	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
+};
+
+#endif

@@ -1,0 +1,110 @@
+package stop
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"freeze/internal/freeze"
+	"freeze/internal/gate"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// wantsGate reports whether the run tries the kernel gate: --method bpf,
+// and auto, where it comes first.
+func (r *run) wantsGate() bool {
+	return !r.c.DryRun && (r.c.Method == freeze.Bpf || r.c.Method == freeze.Auto)
+}
+
+// gate is the first part of step 2, taken before the first scan: the
+// identity of a --path target is known from the file, so the chain stops
+// growing before freeze reads a single process of it, and the scan then
+// reads a set that can no longer change. With --arg the file is an
+// interpreter that runs much else, so the gate knows no file: the scan's
+// matches are marked one by one, and what they start is gated by lineage.
+// Where the gate cannot load, the run falls back to the cgroup methods
+// and says why.
+func (r *run) gate() error {
+	if !r.wantsGate() {
+		return nil
+	}
+	files, note := gateFiles(r.c.Spec)
+	g, err := gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF})
+	if err == nil {
+		if err = g.Attach(); err != nil {
+			g.Close()
+		}
+	}
+	if err != nil {
+		r.gateWhy = gate.Explain(err)
+		r.rec.Record(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: "+r.gateWhy+"; falling back to the cgroup methods", timeline.F{"error": r.gateWhy, "method_asked": string(r.c.Method)})
+		return nil
+	}
+	r.gateOn = g
+	msg := fmt.Sprintf("gate attached (load %v, attach %v): no process of the chain can fork, clone or exec from now on", g.LoadTook.Round(100e3), g.AttachTook.Round(10e3))
+	if note != "" {
+		msg += "; " + note
+	}
+	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0})
+	return nil
+}
+
+// gateFiles are the files whose every process is the chain: the targets,
+// and the executables under --under; none with --arg.
+func gateFiles(spec match.Spec) ([]proc.File, string) {
+	if len(spec.Args) > 0 {
+		return nil, "with --arg the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
+	}
+	var files []proc.File
+	for _, t := range spec.Targets {
+		files = append(files, t.File)
+	}
+	more := 0
+	for _, dir := range spec.Under {
+		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil || info.Mode().Perm()&0o111 == 0 {
+				return nil
+			}
+			if len(files) >= gate.MaxFiles {
+				more++
+				return nil
+			}
+			if f, err := proc.StatFile(path); err == nil {
+				files = append(files, f)
+			}
+			return nil
+		})
+	}
+	if more > 0 {
+		return files, fmt.Sprintf("%d more executables under --under than the gate holds: their processes are gated when the scan marks them", more)
+	}
+	return files, ""
+}
+
+// closeGate detaches the gate at the end of the run, whatever ended it,
+// and records its counters.
+func (r *run) closeGate() {
+	g := r.gateOn
+	if g == nil {
+		return
+	}
+	c, cerr := g.Counters()
+	err := g.Close()
+	r.gateOn = nil
+	fields := timeline.F{"forks_stopped": c.ForksStopped, "execs_stopped": c.ExecsStopped, "target_execs": c.TargetExecs, "lineage": c.Lineage}
+	msg := fmt.Sprintf("gate detached: it stopped %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", c.ForksStopped, c.ExecsStopped, c.TargetExecs, c.Lineage)
+	if cerr != nil {
+		msg += " (" + cerr.Error() + ")"
+	}
+	if err != nil {
+		fields["error"] = err.Error()
+		msg += "; detaching failed: " + err.Error()
+	}
+	r.rec.Record(timeline.StageFreeze, timeline.StepGateDetached, msg, fields)
+}
