@@ -49,7 +49,7 @@ type Gate struct {
 	links []link.Link
 	// LoadTook and AttachTook are how long loading and attaching took.
 	LoadTook, AttachTook time.Duration
-	Files        int // identities in the targets map
+	Files                int // identities in the targets map
 }
 
 // Load loads the programs and fills the maps; nothing runs until Attach.

@@ -33,12 +33,12 @@ import (
 
 // Config is one run.
 type Config struct {
-	FS        proc.FS
-	Spec      match.Spec
-	Method    freeze.Method
+	FS     proc.FS
+	Spec   match.Spec
+	Method freeze.Method
 	// BTF is the kernel type information the gate loads against (--btf);
 	// empty for the running kernel's.
-	BTF string
+	BTF       string
 	Hold      bool
 	DryRun    bool
 	Rounds    int
