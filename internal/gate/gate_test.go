@@ -1,0 +1,289 @@
+package gate
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"freeze/internal/containtest"
+	"freeze/internal/exefile"
+	"freeze/internal/proc"
+)
+
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+// attach loads and attaches a gate for files, exempting the test and its
+// ancestors as freeze exempts itself, and detaches it at cleanup. It
+// checks that nothing of it is left loaded after Close.
+func attach(t *testing.T, files ...proc.File) *Gate {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loading BPF programs")
+	}
+	g, err := Load(Config{Files: files, Exempt: Exempt(proc.Default)})
+	if err != nil {
+		t.Skipf("the gate does not load here: %s", Explain(err))
+	}
+	var ids []ebpf.ProgramID
+	for _, p := range []*ebpf.Program{g.objs.GateSysEnter, g.objs.GateFork, g.objs.GateExec} {
+		info, err := p.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		ids = append(ids, id)
+	}
+	if err := g.Attach(); err != nil {
+		g.Close()
+		t.Fatalf("attach: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		// The kernel frees a program after its last reference, from a
+		// work queue: give it a moment.
+		end := time.Now().Add(5 * time.Second)
+		for _, id := range ids {
+			for {
+				p, err := ebpf.NewProgramFromID(id)
+				if errors.Is(err, os.ErrNotExist) {
+					break
+				}
+				if err != nil {
+					t.Errorf("program %d: %v", id, err)
+					break
+				}
+				p.Close()
+				if time.Now().After(end) {
+					t.Errorf("program %d is still loaded 5s after Close", id)
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+	return g
+}
+
+func fileOf(t *testing.T, path string) proc.File {
+	t.Helper()
+	f, err := proc.StatFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// states reads the state of each pid; gone ones are left out.
+func states(pids []int) map[int]byte {
+	out := map[int]byte{}
+	for _, pid := range pids {
+		if st, err := proc.Default.ReadStat(pid); err == nil {
+			out[pid] = st.State
+		}
+	}
+	return out
+}
+
+// waitStopped waits until every pid of c is stopped (state T), and
+// returns the pids.
+func waitStopped(t *testing.T, c *containtest.Chain, within time.Duration) []int {
+	t.Helper()
+	end := time.Now().Add(within)
+	for {
+		pids := c.Survivors()
+		running := 0
+		for _, s := range states(pids) {
+			if s != 'T' {
+				running++
+			}
+		}
+		if running == 0 && len(pids) > 0 {
+			return pids
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of the chain's %d processes are not stopped %v after the gate was attached", running, len(pids), within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 50, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2", Dir: c.Dir})
+	if n := c.WaitPopulation(300, 30*time.Second); n < 300 {
+		t.Fatalf("chain reached %d processes, want 300", n)
+	}
+	if n := decoy.WaitPopulation(50, 30*time.Second); n < 50 {
+		t.Fatalf("decoy reached %d processes, want 50", n)
+	}
+	g := attach(t, fileOf(t, c.Path))
+	pids := waitStopped(t, c, 10*time.Second)
+
+	// Stopped, the chain no longer tries: its fork attempts stop at the
+	// gate before the pids charge, so pids.events stops rising, and its
+	// population stays the same set.
+	failed := c.ForkFailures()
+	dfailed := decoy.ForkFailures()
+	time.Sleep(300 * time.Millisecond)
+	if now := c.ForkFailures(); now != failed {
+		t.Errorf("the chain's refused forks rose from %d to %d with the gate on", failed, now)
+	}
+	if now := c.Survivors(); !slices.Equal(now, pids) {
+		t.Errorf("the chain changed with the gate on: %d processes, then %d", len(pids), len(now))
+	}
+	cnt, err := g.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cnt.ForksStopped == 0 {
+		t.Errorf("the gate counted no stopped forks: %+v", cnt)
+	}
+	t.Logf("chain: %d stopped; gate: %+v", len(pids), cnt)
+
+	// The decoy, the same bytes at another path, keeps forking at its
+	// cap, and nothing of it is stopped.
+	if now := decoy.ForkFailures(); now <= dfailed {
+		t.Errorf("the decoy's fork attempts stopped (%d refused by its cap, then %d): the gate reached a copy at another path", dfailed, now)
+	}
+	for pid, s := range states(decoy.Survivors()) {
+		if s == 'T' {
+			t.Errorf("decoy pid %d is stopped", pid)
+		}
+	}
+	// And the test itself, which is exempt as freeze's shell is, forks.
+	if err := exec.Command("/bin/true").Run(); err != nil {
+		t.Errorf("the exempt test process could not fork: %v", err)
+	}
+	if after, _ := g.Counters(); after.ForksStopped != cnt.ForksStopped {
+		t.Errorf("the exempt test's fork was counted by the gate (%d, then %d)", cnt.ForksStopped, after.ForksStopped)
+	}
+}
+
+// TestGateFollowsAChainThatExecsAnotherBinary: a process of the target
+// that execs another file is stopped at the exec, and stays gated as the
+// other file: continued, it is stopped again at its first fork.
+func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	other := filepath.Join(dir, "alt-b")
+	if err := exefile.Copy("/bin/sh", other); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkfifo(fifo); err != nil {
+		t.Fatal(err)
+	}
+	// read is a builtin: the leader waits without forking, then execs
+	// the other copy, which forks in a loop.
+	script := "read x < " + fifo + "; exec " + other + " -c 'while :; do /bin/true; done'"
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "alt-a", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second,
+		Command: []string{"/bin/sh", "-c", script}})
+	g := attach(t, fileOf(t, c.Path))
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteString("go\n")
+	w.Close()
+
+	pids := waitStopped(t, c, 10*time.Second)
+	if len(pids) != 1 {
+		t.Fatalf("the chain has %d processes, want its leader alone: %v", len(pids), pids)
+	}
+	exe, _, err := proc.Default.ExePath(pids[0])
+	if err != nil || exe != other {
+		t.Fatalf("the leader runs %q (%v), want %s: it was stopped before its exec", exe, err, other)
+	}
+	cnt, _ := g.Counters()
+	if cnt.ExecsStopped != 1 {
+		t.Errorf("execs stopped: %d, want 1", cnt.ExecsStopped)
+	}
+	// Continue it: running alt-b, a file the gate does not know, it is
+	// still gated through its mark and stops again at its first fork.
+	if err := kill(pids[0], sigcont); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(10 * time.Second)
+	for {
+		after, _ := g.Counters()
+		if after.ForksStopped > cnt.ForksStopped {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the continued process forked without being stopped: %+v", after)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitStopped(t, c, 10*time.Second)
+	if n := len(c.Survivors()); n != 1 {
+		t.Errorf("the chain has %d processes: a fork got through", n)
+	}
+}
+
+// TestGateStopsAnExecOfTheTarget: whoever execs a target file is stopped
+// before its first instruction, and then gated.
+func TestGateStopsAnExecOfTheTarget(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	target := filepath.Join(dir, "target")
+	if err := exefile.Copy("/bin/sh", target); err != nil {
+		t.Fatal(err)
+	}
+	if err := mkfifo(fifo); err != nil {
+		t.Fatal(err)
+	}
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second,
+		Command: []string{"/bin/sh", "-c", "read x < " + fifo + "; exec " + target + " -c 'while :; do /bin/true; done'"}})
+	g := attach(t, fileOf(t, target))
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteString("go\n")
+	w.Close()
+	pids := waitStopped(t, c, 10*time.Second)
+	cnt, _ := g.Counters()
+	if cnt.TargetExecs != 1 || cnt.ExecsStopped != 0 {
+		t.Errorf("counters %+v: want one exec of the target, by a process not gated before", cnt)
+	}
+	if exe, _, _ := proc.Default.ExePath(pids[0]); exe != target || len(pids) != 1 {
+		t.Errorf("chain %v runs %q, want the target alone", pids, exe)
+	}
+}
+
+// TestMarkGatesAProcessByPid is --arg's gate: no file is known, and a
+// process marked by pidfd is stopped at its next fork; an identical
+// process that is not marked keeps forking.
+func TestMarkGatesAProcessByPid(t *testing.T) {
+	loop := []string{"/bin/sh", "-c", "while :; do /bin/true; done"}
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second, Command: loop})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second, Command: loop, Dir: t.TempDir()})
+	g := attach(t)
+	st, err := proc.Default.ReadStat(c.Leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := proc.Default.Open(st.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := g.Mark(h); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, c, 10*time.Second)
+	if s := states([]int{decoy.Leader})[decoy.Leader]; s == 'T' {
+		t.Errorf("the unmarked decoy is stopped")
+	}
+	cnt, _ := g.Counters()
+	if cnt.ForksStopped == 0 {
+		t.Errorf("counters %+v: no fork stopped", cnt)
+	}
+}
