@@ -116,6 +116,20 @@ func (g *Gate) Attach() error {
 	return nil
 }
 
+// ProgramIDs are the kernel's ids of the gate's programs, for the record:
+// after the run, 'bpftool prog show id N' must find none of them.
+func (g *Gate) ProgramIDs() []uint32 {
+	var ids []uint32
+	for _, p := range []*ebpf.Program{g.objs.GateSysEnter, g.objs.GateFork, g.objs.GateExec} {
+		if info, err := p.Info(); err == nil {
+			if id, ok := info.ID(); ok {
+				ids = append(ids, uint32(id))
+			}
+		}
+	}
+	return ids
+}
+
 // Attached reports whether the gate is on.
 func (g *Gate) Attached() bool { return len(g.links) > 0 }
 
@@ -127,7 +141,8 @@ func (g *Gate) Mark(h *proc.Handle) error {
 		return fmt.Errorf("pid %d: %w", h.PID, proc.ErrFixture)
 	}
 	err := g.objs.Gated.Update(uint32(fd), uint32(1), ebpf.UpdateAny)
-	if errors.Is(err, unix.ESRCH) {
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, ebpf.ErrKeyNotExist) {
+		// The task is exiting: its storage can no longer be created.
 		return fmt.Errorf("pid %d: %w", h.PID, proc.ErrGone)
 	}
 	return err
@@ -180,4 +195,27 @@ func Exempt(fs proc.FS) []int {
 		pid = st.PPID
 	}
 	return out
+}
+
+// StillLoaded waits up to within for the programs ids to be gone from the
+// kernel (it frees them from a work queue after the last reference) and
+// returns those still loaded: after a run, none must be.
+func StillLoaded(ids []uint32, within time.Duration) []uint32 {
+	end := time.Now().Add(within)
+	var left []uint32
+	for _, id := range ids {
+		for {
+			p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+			if err != nil {
+				break // gone (ENOENT), or not ours to see
+			}
+			p.Close()
+			if time.Now().After(end) {
+				left = append(left, id)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return left
 }

@@ -1,15 +1,12 @@
 package gate
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf"
 
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
@@ -30,14 +27,9 @@ func attach(t *testing.T, files ...proc.File) *Gate {
 	if err != nil {
 		t.Skipf("the gate does not load here: %s", Explain(err))
 	}
-	var ids []ebpf.ProgramID
-	for _, p := range []*ebpf.Program{g.objs.GateSysEnter, g.objs.GateFork, g.objs.GateExec} {
-		info, err := p.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, _ := info.ID()
-		ids = append(ids, id)
+	ids := g.ProgramIDs()
+	if len(ids) != 3 {
+		t.Fatalf("program ids %v, want 3", ids)
 	}
 	if err := g.Attach(); err != nil {
 		g.Close()
@@ -47,26 +39,8 @@ func attach(t *testing.T, files ...proc.File) *Gate {
 		if err := g.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
-		// The kernel frees a program after its last reference, from a
-		// work queue: give it a moment.
-		end := time.Now().Add(5 * time.Second)
-		for _, id := range ids {
-			for {
-				p, err := ebpf.NewProgramFromID(id)
-				if errors.Is(err, os.ErrNotExist) {
-					break
-				}
-				if err != nil {
-					t.Errorf("program %d: %v", id, err)
-					break
-				}
-				p.Close()
-				if time.Now().After(end) {
-					t.Errorf("program %d is still loaded 5s after Close", id)
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+		if left := StillLoaded(ids, 5*time.Second); len(left) > 0 {
+			t.Errorf("programs %v still loaded 5s after Close", left)
 		}
 	})
 	return g

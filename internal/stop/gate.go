@@ -47,7 +47,7 @@ func (r *run) gate() error {
 	if note != "" {
 		msg += "; " + note
 	}
-	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0})
+	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs()})
 	return nil
 }
 

@@ -149,7 +149,6 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		r.kill,
 		r.confirm,
 	)
-	r.closeGate()
 	if errors.Is(err, errDone) {
 		err = nil
 	}
@@ -162,6 +161,7 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		r.out.Kind = Failed
 		r.rec.Record(timeline.StageNone, timeline.StepFailed, err.Error(), timeline.F{"error": err.Error()})
 	}
+	r.closeGate()
 	return r.out, err
 }
 

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/containtest"
+	"freeze/internal/gate"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// needGate skips where the gate cannot load: not root, or a kernel
+// without tp_btf.
+func needGate(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loading BPF programs, and the chains are capped by pids cgroups")
+	}
+	if k := gate.Probe(""); !k[0].OK {
+		t.Skipf("the gate does not load here: %s", k[0].Why)
+	}
+}
+
+// waitFor waits until stderr of c contains s.
+func waitFor(t *testing.T, c *containtest.Chain, s string, within time.Duration) {
+	t.Helper()
+	end := time.Now().Add(within)
+	for !strings.Contains(c.Stderr(), s) {
+		if time.Now().After(end) {
+			t.Fatalf("freeze did not say %q in %v:\n%s", s, within, c.Stderr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// event returns the first event of step in the timeline at path.
+func event(t *testing.T, path string, step timeline.Step) (timeline.Event, bool) {
+	t.Helper()
+	events, err := timeline.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Step == step {
+			return e, true
+		}
+	}
+	return timeline.Event{}, false
+}
+
+func programIDs(e timeline.Event) []uint32 {
+	var ids []uint32
+	list, _ := e.Fields["programs"].([]any)
+	for _, v := range list {
+		if f, ok := v.(float64); ok {
+			ids = append(ids, uint32(f))
+		}
+	}
+	return ids
+}
+
+// A freeze killed with SIGKILL while its gate holds the chain leaves the
+// chain stopped and nothing attached; a rerun finishes it.
+func TestGatedRunKilledLeavesTheChainStoppedAndARerunFinishes(t *testing.T) {
+	needGate(t)
+	bin := buildFreeze(t)
+	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 400, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
+	if n := chain.WaitPopulation(400, 30*time.Second); n != 400 {
+		t.Fatalf("chain reached %d of 400", n)
+	}
+	removeGroupAtCleanup(t, chain.Path)
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--method", "bpf", "--hold", "--path", chain.Path, "--timeline", tl}})
+	waitFor(t, fz, "gate attached", 30*time.Second)
+	// Hold freeze still with the gate attached until every process of
+	// the chain has met it at its next fork, then kill freeze outright.
+	if err := unix.Kill(fz.Leader, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(10 * time.Second)
+	for {
+		running := 0
+		for _, pid := range chain.Survivors() {
+			if st, err := proc.Default.ReadStat(pid); err == nil && st.State != 'T' {
+				running++
+			}
+		}
+		if running == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d processes of the chain not stopped 10s after the gate was attached", running)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := unix.Kill(fz.Leader, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	fz.Exit(30 * time.Second)
+
+	e, ok := event(t, tl, timeline.StepGateAttached)
+	if !ok {
+		t.Fatal("the timeline has no gate-attached event")
+	}
+	ids := programIDs(e)
+	if len(ids) == 0 {
+		t.Fatalf("gate-attached records no program ids: %v", e.Fields)
+	}
+	if left := gate.StillLoaded(ids, 5*time.Second); len(left) > 0 {
+		t.Fatalf("programs %v still loaded after freeze was killed", left)
+	}
+	before := chain.Survivors()
+	time.Sleep(300 * time.Millisecond)
+	after := chain.Survivors()
+	if len(after) != len(before) {
+		t.Fatalf("the chain went from %d to %d processes after freeze died: it is not held", len(before), len(after))
+	}
+	for _, pid := range after {
+		if st, err := proc.Default.ReadStat(pid); err == nil && st.State != 'T' {
+			t.Fatalf("pid %d of the chain is in state %c after freeze died, want stopped", pid, st.State)
+		}
+	}
+
+	tl2 := filepath.Join(t.TempDir(), "t2.jsonl")
+	rerun := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--path", chain.Path, "--timeline", tl2}})
+	if ws, ok := rerun.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("the rerun: exit %d (finished %v):\n%s", ws.ExitStatus(), ok, rerun.Stderr())
+	}
+	if left := chain.Survivors(); len(left) > 0 {
+		t.Fatalf("%d processes of the chain alive after the rerun", len(left))
+	}
+}
+
+// Where the gate cannot load, freeze falls back to the cgroup methods
+// and the timeline says why. The failure is forced with --btf, which an
+// operator uses where the kernel's BTF ships apart.
+func TestGateFailureFallsBackAndSaysWhy(t *testing.T) {
+	needGate(t)
+	bin := buildFreeze(t)
+	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
+	if n := chain.WaitPopulation(100, 30*time.Second); n != 100 {
+		t.Fatalf("chain reached %d of 100", n)
+	}
+	removeGroupAtCleanup(t, chain.Path)
+	bad := filepath.Join(t.TempDir(), "vmlinux")
+	if err := os.WriteFile(bad, []byte("not BTF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--method", "bpf", "--btf", bad, "--path", chain.Path, "--timeline", tl}})
+	if ws, ok := fz.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("exit %d (finished %v):\n%s", ws.ExitStatus(), ok, fz.Stderr())
+	}
+	e, ok := event(t, tl, timeline.StepGateUnavailable)
+	if !ok || !strings.Contains(e.Msg, bad) {
+		t.Fatalf("the timeline does not say the gate failed on %s: %+v", bad, e)
+	}
+	m, _ := event(t, tl, timeline.StepMethod)
+	if m.Fields["method"] != "cgroup2" || !strings.Contains(m.Msg, "the gate is not available") {
+		t.Fatalf("method event %q (%v), want cgroup2 saying why not bpf", m.Msg, m.Fields["method"])
+	}
+	if _, ok := event(t, tl, timeline.StepZero); !ok {
+		t.Fatalf("no zero:\n%s", fz.Stderr())
+	}
+}
+
+// An interpreter chain narrowed by --arg: the gate knows no file (the
+// interpreter runs much else), so freeze marks the scan's matches and the
+// gate follows what they start. A twin running another script of the same
+// interpreter copy keeps running.
+func TestGateNarrowedByArg(t *testing.T) {
+	needGate(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sh := filepath.Join(dir, "sh") // the harness copies /bin/sh there
+	script := filepath.Join(dir, "bomb.sh")
+	// A tree of the interpreter four levels deep (121 shells), each
+	// forking a sleep every 0.1 s for ever: dash exits at its first
+	// refused fork, so the tree stays clear of its cap.
+	body := "d=${1:-0}; if [ $d -lt 4 ]; then for i in 1 2 3; do " + sh + " " + script + " $((d+1)) & done; fi; while :; do /bin/sleep 0.1; done\n"
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.sh")
+	if err := os.WriteFile(other, []byte("while :; do /bin/sleep 0.05; done\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "sh", Dir: dir, Cap: 400, HopCap: 1000000, Timeout: 120 * time.Second,
+		Command: []string{"/bin/sh", script}})
+	// The twin runs the very same copy, with another script.
+	twin := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 10, HopCap: 1000000, Timeout: 120 * time.Second,
+		Command: []string{"/bin/sh", "-c", "exec " + sh + " " + other}})
+	if n := chain.WaitPopulation(200, 30*time.Second); n < 200 {
+		ws, exited := chain.Exit(time.Millisecond)
+		t.Fatalf("chain reached %d of 200 (leader exited %v: %v); stderr:\n%s", n, exited, ws, chain.Stderr())
+	}
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--method", "bpf", "--path", sh, "--arg", script, "--timeline", tl}})
+	if ws, ok := fz.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("exit %d (finished %v):\n%s", ws.ExitStatus(), ok, fz.Stderr())
+	}
+	e, ok := event(t, tl, timeline.StepGateAttached)
+	if !ok || e.Fields["by_file"] != false {
+		t.Fatalf("gate-attached %+v: want the gate on, knowing no file", e)
+	}
+	var left []int
+	for _, pid := range chain.Survivors() {
+		if pid != twin.Leader { // it runs from the chain's directory too
+			left = append(left, pid)
+		}
+	}
+	if len(left) > 0 {
+		var who []string
+		for _, pid := range left {
+			args, _ := proc.Default.Args(pid)
+			st, _ := proc.Default.ReadStat(pid)
+			who = append(who, fmt.Sprintf("%d (ppid %d, state %c): %q", pid, st.PPID, st.State, args))
+		}
+		t.Fatalf("%d processes of the chain alive after freeze: %s\n%s", len(left), strings.Join(who, "; "), fz.Stderr())
+	}
+	if st, err := proc.Default.ReadStat(twin.Leader); err != nil || st.State == 'T' {
+		t.Fatalf("the twin (same interpreter, other script) was stopped or killed: %v %c", err, st.State)
+	}
+}
