@@ -203,50 +203,53 @@ func killLoop(stop <-chan struct{}, ps []string) {
 	}
 }
 
+// freezeArgs are a freeze responder's arguments: the chains' paths, its
+// timeline where the breakdown reads it, and extra.
+func freezeArgs(cs []*containtest.Chain, extra ...string) []string {
+	args := append(extra, "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl"))
+	for _, p := range paths(cs) {
+		args = append(args, "--path", p)
+	}
+	return args
+}
+
 func responders() []responder {
 	return []responder{
+		// freeze as an operator types it: auto, which takes the gate
+		// where it loads.
 		{"freeze", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
-			args := []string{"--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
-			for _, p := range paths(cs) {
-				args = append(args, "--path", p)
-			}
-			runFreeze(stop, bin, args...)
+			runFreeze(stop, bin, freezeArgs(cs)...)
+		}},
+		{"freeze-bpf", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			runFreeze(stop, bin, freezeArgs(cs, "--method", "bpf")...)
+		}},
+		{"freeze-cgroup2", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			// What auto did before the gate: the before of #16.
+			runFreeze(stop, bin, freezeArgs(cs, "--method", "cgroup2")...)
 		}},
 		{"freeze-sigstop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
-			args := []string{"--method", "sigstop", "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
-			for _, p := range paths(cs) {
-				args = append(args, "--path", p)
-			}
-			runFreeze(stop, bin, args...)
+			runFreeze(stop, bin, freezeArgs(cs, "--method", "sigstop")...)
 		}},
 		{"freeze-chrt", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What the runbook advises when the shell is starved: start
 			// freeze at real-time priority from the first instruction.
-			args := []string{"-r", "1", bin, "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
-			for _, p := range paths(cs) {
-				args = append(args, "--path", p)
-			}
-			runFreeze(stop, "chrt", args...)
+			runFreeze(stop, "chrt", append([]string{"-r", "1", bin}, freezeArgs(cs)...)...)
 		}},
+		// The runbook's advice taken before the incident: a shell lifted
+		// with 'chrt -r -p 1 $$' starts freeze at real-time priority, so
+		// nothing of it runs at ordinary priority.
 		{"freeze-lifted-shell", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
-			// The runbook's advice taken before the incident: a shell
-			// lifted with 'chrt -r -p 1 $$' starts freeze at real-time
-			// priority, so nothing of it runs at ordinary priority.
-			// Informational: the issue's responders start at ordinary
-			// priority, as an operator's unprepared shell would.
-			args := []string{"--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
-			for _, p := range paths(cs) {
-				args = append(args, "--path", p)
-			}
-			asLiftedShell(stop, bin, args...)
+			asLiftedShell(stop, bin, freezeArgs(cs)...)
+		}},
+		{"freeze-bpf-lifted-shell", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			asLiftedShell(stop, bin, freezeArgs(cs, "--method", "bpf")...)
+		}},
+		{"freeze-cgroup2-lifted-shell", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			asLiftedShell(stop, bin, freezeArgs(cs, "--method", "cgroup2")...)
 		}},
 		{"freeze-nopriority", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What the priority lift is worth: the same run without it.
-			args := []string{"FREEZE_PRIORITY=off", bin, "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl")}
-			for _, p := range paths(cs) {
-				args = append(args, "--path", p)
-			}
-			runFreeze(stop, "env", args...)
+			runFreeze(stop, "env", append([]string{"FREEZE_PRIORITY=off", bin}, freezeArgs(cs)...)...)
 		}},
 		{"killall-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) { killLoop(stop, paths(cs)) }},
 		{"pkill-f-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
@@ -287,8 +290,11 @@ type Result struct {
 	StartupMS float64 `json:"startup_ms,omitempty"`
 	// LiftMS is the part of start-up before freeze lifted itself (exec at
 	// ordinary priority), from the start event's lifted_at.
-	LiftMS   float64 `json:"lift_ms,omitempty"`
-	MatchMS  float64 `json:"match_ms,omitempty"`
+	LiftMS  float64 `json:"lift_ms,omitempty"`
+	MatchMS float64 `json:"match_ms,omitempty"`
+	// GateMS is when the gate was attached, from freeze's start event
+	// (--method bpf and auto); it lies before the match.
+	GateMS   float64 `json:"gate_ms,omitempty"`
 	FreezeMS float64 `json:"freeze_ms,omitempty"`
 	KillMS   float64 `json:"kill_ms,omitempty"`
 	RSSKiB   int64   `json:"rss_kib,omitempty"`
@@ -315,6 +321,12 @@ func breakdown(r *Result, t0 time.Time, path string) {
 				r.RSSKiB = int64(kib)
 			}
 			continue
+		}
+		switch e.Step {
+		case timeline.StepGateAttached:
+			r.GateMS = e.ElapsedMS
+		case timeline.StepGateDetached:
+			continue // after the run's end: not part of any stage's time
 		}
 		last[e.Stage] = e.ElapsedMS
 	}
@@ -627,13 +639,13 @@ func table(rs []Result) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %.0f | %d/%d | %d | %s |\n", k.s, k.r, zs, reached, len(g), median(sv), harmed, len(g), peak, ratio)
 	}
 	b.WriteString("\nWhere freeze's time goes (medians over the runs that recorded a timeline, how many in brackets; start-up is from the responder's start to freeze's first event, and \"of it, to the lift\" the part before freeze lifted itself, at ordinary priority; a stage still running at the deadline counts to the last event it recorded):\n\n")
-	b.WriteString("| scenario | responder | start-up | of it, to the lift | 1 match | 2 freeze growth | 3 kill rounds | peak RSS |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| scenario | responder | start-up | of it, to the lift | gate on | 1 match | 2 freeze growth | 3 kill rounds | peak RSS |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, k := range order {
 		if !strings.HasPrefix(k.r, "freeze") {
 			continue
 		}
-		var su, lift, m, f, kl, rss []float64
+		var su, lift, gt, m, f, kl, rss []float64
 		for _, r := range groups[k] {
 			if r.StartupMS <= 0 {
 				continue // no timeline: freeze did not get to record its start
@@ -643,16 +655,23 @@ func table(rs []Result) string {
 			if r.LiftMS > 0 {
 				lift = append(lift, r.LiftMS)
 			}
+			if r.GateMS > 0 {
+				gt = append(gt, r.GateMS)
+			}
 		}
 		if len(su) == 0 {
-			fmt.Fprintf(&b, "| %s | %s | not started in 30 s (0/%d) | - | - | - | - | - |\n", k.s, k.r, len(groups[k]))
+			fmt.Fprintf(&b, "| %s | %s | not started in 30 s (0/%d) | - | - | - | - | - | - |\n", k.s, k.r, len(groups[k]))
 			continue
 		}
 		ls := "-" // not lifted (FREEZE_PRIORITY=off), or a run from before lifted_at was recorded
 		if len(lift) > 0 {
 			ls = fmt.Sprintf("%.0f ms", median(lift))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f ms (%d/%d) | %s | %.0f ms | %.0f ms | %.0f ms | %.1f MiB |\n", k.s, k.r, median(su), len(su), len(groups[k]), ls, median(m), median(f), median(kl), median(rss)/1024)
+		gs := "-" // no gate
+		if len(gt) > 0 {
+			gs = fmt.Sprintf("%.0f ms", median(gt))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f ms (%d/%d) | %s | %s | %.0f ms | %.0f ms | %.0f ms | %.1f MiB |\n", k.s, k.r, median(su), len(su), len(groups[k]), ls, gs, median(m), median(f), median(kl), median(rss)/1024)
 	}
 	return b.String()
 }
