@@ -26,6 +26,7 @@ import (
 
 	"freeze/internal/exefile"
 	"freeze/internal/freeze"
+	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
@@ -165,6 +166,9 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	}
 	for _, dir := range freeze.GroupDirs(freeze.GroupName(match.Spec{Targets: []match.Target{tg}})) {
 		rep.Leftovers = append(rep.Leftovers, "freeze group left: "+dir)
+	}
+	for _, id := range gate.StillLoaded(rep.Outcome.GatePrograms, 5*time.Second) {
+		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("BPF program %d still loaded (bpftool prog show id %d)", id, id))
 	}
 	return rep, nil
 }

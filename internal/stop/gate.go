@@ -43,6 +43,7 @@ func (r *run) gate() error {
 		return nil
 	}
 	r.gateOn = g
+	r.out.GatePrograms = g.ProgramIDs()
 	msg := fmt.Sprintf("gate attached (load %v, attach %v): no process of the chain can fork, clone or exec from now on", g.LoadTook.Round(100e3), g.AttachTook.Round(10e3))
 	if note != "" {
 		msg += "; " + note

@@ -99,6 +99,9 @@ type Outcome struct {
 	// Hidden are processes named like a target that could not be
 	// inspected (see HiddenError).
 	Hidden []match.Hidden
+	// GatePrograms are the kernel ids of the gate's programs, if it was
+	// attached; detached when Run returns.
+	GatePrograms []uint32
 }
 
 // HiddenError refuses a run that cannot see all of the chain: live
