@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/freeze"
+	"freeze/internal/guard"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/priority/early"
@@ -97,6 +99,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runCensus(o, args[1:])
 		case "restore":
 			return runRestore(o, args[1:])
+		case "guard":
+			return runGuard(o, args[1:])
 		case hiddenChain:
 			return runChainFixture(args[1:])
 		}
@@ -112,29 +116,69 @@ type stopFlags struct {
 	revoke             bool
 	disposable         []string
 	method             string
+	runDir             string
+	noGuard            bool
 	btf                string
 	rounds             int
 	timeout            time.Duration
 	timeline           string
 }
 
-// runStop is the stop order's command: parse and check the flags, refuse
-// what cannot be done safely, take the CPU and the run lock, then run.
+// runStop is the stop order's command: parse and check the flags, hand
+// the request to a running guard if one answers, else refuse what cannot
+// be done safely, take the CPU and the run lock, then run.
 func runStop(o out, args []string) int {
 	f, code := parseStopFlags(o, args)
 	if code >= 0 {
 		return code
 	}
+	// Check here first, so that a bad flag is said the same way with a
+	// guard or without; what the checks print is said once, by whoever
+	// runs the request.
+	var pre bytes.Buffer
+	if _, code := f.spec(out{&pre, &pre}); code != 0 {
+		o.stderr.Write(pre.Bytes())
+		return code
+	}
+	if _, code := f.check(out{&pre, &pre}); code != 0 {
+		o.stderr.Write(pre.Bytes())
+		return code
+	}
+	if !f.noGuard && !f.dryRun {
+		code, err := guard.Ask(f.runDir, args, o.stdout, o.stderr)
+		switch {
+		case err == nil:
+			return code
+		case errors.Is(err, guard.ErrLost):
+			o.errorf("the guard at %s stopped answering mid-run: %v", f.runDir, err)
+			o.hintf("see %s; what it froze stays frozen; run the same command with --no-guard to finish", filepath.Join(f.runDir, guard.LogName))
+			return exitInterrupted
+		case err == guard.ErrNoGuard:
+			// None runs: freeze runs here, as it always has.
+		default:
+			o.warnf("%v; running here instead", err)
+		}
+	}
+	return runLocal(o, args).Code
+}
+
+// runLocal runs the stop order in this process: what a guard runs for
+// each request, and what freeze runs when no guard answers.
+func runLocal(o out, args []string) guard.Result {
+	f, code := parseStopFlags(o, args)
+	if code >= 0 {
+		return guard.Result{Code: code, Outcome: "usage"}
+	}
 	spec, code := f.spec(o)
 	if code != 0 {
-		return code
+		return guard.Result{Code: code, Outcome: outcomeOf(code)}
 	}
 	method, code := f.check(o)
 	if code != 0 {
-		return code
+		return guard.Result{Code: code, Outcome: "usage"}
 	}
 	if code := refuseHidePID(o, f.force); code != 0 {
-		return code
+		return guard.Result{Code: code, Outcome: "refused"}
 	}
 	// Against a chain spinning at its cap an ordinary process gets one
 	// share among thousands: take the CPU first (see internal/priority).
@@ -146,7 +190,7 @@ func runStop(o out, args []string) int {
 	var lock *runlock.Lock
 	if !f.dryRun {
 		if lock, code = takeLock(o, spec, command); code != 0 {
-			return code
+			return guard.Result{Code: code, Outcome: "refused"}
 		}
 		defer lock.Release()
 	}
@@ -190,6 +234,8 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
 	fl.StringVarP(&f.method, "method", "m", "auto", "")
 	fl.StringVar(&f.btf, "btf", "", "")
+	fl.StringVar(&f.runDir, "run-dir", guard.DefaultRunDir, "")
+	fl.BoolVar(&f.noGuard, "no-guard", false, "")
 	fl.BoolVar(&f.hold, "hold", false, "")
 	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "")
 	fl.IntVar(&f.rounds, "rounds", defaultRounds, "")
@@ -454,7 +500,15 @@ type zombieJSON struct {
 
 // report prints the end of a run: the outcome, what to do next, and the
 // exit code.
-func report(o out, f stopFlags, rec *timeline.Recorder, res stop.Outcome, runErr error) int {
+// outcomeOf names an early exit code for the guard's log.
+func outcomeOf(code int) string {
+	if code == exitRefused {
+		return "refused"
+	}
+	return "usage"
+}
+
+func report(o out, f stopFlags, rec *timeline.Recorder, res stop.Outcome, runErr error) guard.Result {
 	s := summary{Matched: res.Matched, Timeline: rec.Path()}
 	if g := res.Group; g != nil {
 		s.Method, s.Group = string(g.Method()), g.Where()
@@ -507,7 +561,7 @@ func report(o out, f stopFlags, rec *timeline.Recorder, res stop.Outcome, runErr
 		b, _ := json.MarshalIndent(s, "", "  ")
 		fmt.Fprintln(o.stdout, string(b))
 	}
-	return code
+	return guard.Result{Code: code, Outcome: s.Outcome, Timeline: s.Timeline}
 }
 
 func reportDryRun(o out, res stop.Outcome) {

@@ -14,6 +14,7 @@ const usage = `Usage:
     freeze runbook [NAME | --list]
     freeze timeline FILE [--format markdown|text|json]
     freeze restore --timeline FILE
+    freeze guard [--run-dir DIR]
 
 freeze stops a runaway process chain in the order that works:
   1/4 match      every live process running PATH (the file itself: its
@@ -41,6 +42,10 @@ Options:
                              first of cgroup2, cgroup1, sigstop), bpf,
                              cgroup2, cgroup1 or sigstop; none (with
                              --revoke-exec): kill rounds only
+        --no-guard           run here even if a guard is armed (by
+                             default a request goes to the running
+                             'freeze guard', which is already lifted)
+        --run-dir DIR        where to find the guard (default /run/freeze)
         --btf FILE           kernel BTF the gate loads against (default
                              /sys/kernel/btf/vmlinux); for kernels that
                              ship it apart

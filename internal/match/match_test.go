@@ -205,3 +205,21 @@ func scan(t *testing.T, spec Spec) Result {
 	}
 	return res
 }
+
+// A primed scanner returns the primed result once, then reads /proc again.
+func TestPrimeServesOneScan(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 5, HopCap: 1000, Timeout: 60 * time.Second})
+	c.WaitPopulation(5, 10*time.Second)
+	tg, err := Resolve(c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewScanner(proc.Default, Spec{Targets: []Target{tg}})
+	s.Prime(Result{Scanned: -7})
+	if res, _ := s.Scan(); res.Scanned != -7 {
+		t.Fatalf("first scan after Prime read /proc (%d scanned)", res.Scanned)
+	}
+	if res, _ := s.Scan(); res.Scanned <= 0 || res.Live() != 5 {
+		t.Fatalf("second scan: %d scanned, %d live; want /proc read again and the chain's 5", res.Scanned, res.Live())
+	}
+}

@@ -89,7 +89,17 @@ type Scanner struct {
 	spec    Spec
 	exclude map[int]bool
 	comms   map[string]bool // comm names of targets, for zombies
+	primed  *Result
 }
+
+// Prime makes the next Scan return res instead of reading /proc: the
+// caller knows res is still what a scan would find for its purpose (the
+// stop order hands the match's scan to the first freeze round, and the
+// fixed set's to the first kill round, each of which acts on what it
+// finds and is followed by fresh scans). A scan of 3,000 processes costs
+// 40-80 ms here; against a chain the gate already holds, that was most of
+// the distance to the kernel's floor.
+func (s *Scanner) Prime(res Result) { s.primed = &res }
 
 // NewScanner prepares a scanner; it reads the ancestry of the calling
 // process once, since that does not change during a run.
@@ -141,6 +151,10 @@ func (n *node) zombie() bool { return n.state == 'Z' || n.state == 'X' }
 // read takes about 25 ms, the stat reads about 20 µs a process and the
 // exe stats about 8 µs, nearly all of it in the kernel.
 func (s *Scanner) Scan() (Result, error) {
+	if p := s.primed; p != nil {
+		s.primed = nil
+		return *p, nil
+	}
 	res := Result{Counts: map[Reason]int{}}
 	pids, err := s.pids()
 	if err != nil {

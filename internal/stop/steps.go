@@ -166,6 +166,7 @@ func (r *run) grow() error {
 		return nil
 	}
 	var last freeze.Round
+	r.scanner.Prime(r.res) // round 1 acts on the match's scan
 	res, err := freeze.Grow(r.c.FS, r.scanner, g, r.deadline, r.interrupted, func(n freeze.Round) {
 		last = n
 		r.rec.Record(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d moved in, %d gone, frozen=%v (%v)",
@@ -207,6 +208,7 @@ func (r *run) hold() error {
 // row find none.
 func (r *run) kill() error {
 	g := r.out.Group
+	r.scanner.Prime(r.res) // round 1 kills the fixed set as the last scan found it
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted}, func(n rounds.Round) {
 		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d in the group), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, n.Signaled, n.Took.Round(time.Millisecond)),
 			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "took_ms": ms(n.Took)})

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/census"
+	"freeze/internal/gate"
+	"freeze/internal/guard"
+	"freeze/internal/proc"
+)
+
+// censusEvery is how often the guard logs one census line: after an
+// incident, the lines before it show what the process table looked like
+// before the chain took over.
+const censusEvery = time.Minute
+
+// runGuard is 'freeze guard': arm, say so, then take requests until
+// SIGTERM or SIGINT.
+func runGuard(o out, args []string) int {
+	fl := pflag.NewFlagSet("freeze guard", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
+	help := fl.BoolP("help", "h", false, "")
+	if err := fl.Parse(args); err != nil {
+		o.errorf("%v", err)
+		o.hintf("see 'freeze guard --help'")
+		return exitUsage
+	}
+	if *help {
+		fmt.Fprint(o.stdout, guardUsage)
+		return exitZero
+	}
+	if fl.NArg() > 0 {
+		o.errorf("unexpected argument %q", fl.Arg(0))
+		o.hintf("freeze guard takes its requests from %s/%s and %s/%s, not from its command line", *runDir, guard.AskName, *runDir, guard.SocketName)
+		return exitUsage
+	}
+	say := func(s string) { o.sayf("guard: %s", s) }
+	raised, err := raise()
+	if err != nil && len(raised) == 0 {
+		o.warnf("guard: %v", err)
+	}
+	say("priority: " + strings.Join(raised, ", "))
+	g, err := guard.Arm(guard.Config{RunDir: *runDir, Say: say, Run: func(words []string, stdout, stderr io.Writer) guard.Result {
+		res := runLocal(out{stdout, stderr}, words)
+		// A run turns the collector off; the guard lives on.
+		debug.SetGCPercent(100)
+		runtime.GC()
+		return res
+	}})
+	if err != nil {
+		o.errorf("guard: %v", err)
+		return exitRefused
+	}
+	defer g.Close()
+	arm(g, say)
+	stop := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		s := <-sig
+		say("stopping on " + s.String())
+		close(stop)
+	}()
+	go censusLines(g, stop)
+	fmt.Fprintln(o.stderr, "freeze: guard: armed")
+	g.Serve(stop)
+	return exitZero
+}
+
+// arm does what a run would otherwise do after it starts: the memory is
+// faulted in and locked, and the gate's programs are loaded once, which
+// also reads the kernel's types (kept for every later load).
+func arm(g *guard.Guard, say func(string)) {
+	debug.SetGCPercent(100)
+	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
+		say(fmt.Sprintf("warning: mlockall: %v; the guard's memory may be paged out", err))
+	}
+	k := gate.Probe("")
+	say(fmt.Sprintf("gate: %s: %s", map[bool]string{true: "loads", false: "not available"}[k[0].OK], k[0].Why))
+	g.Record("armed", map[string]any{"gate": k[0].OK, "gate_why": k[0].Why, "pid": os.Getpid()})
+}
+
+// censusLines logs one census line a minute: the top executables by live
+// count, with orphans and growth.
+func censusLines(g *guard.Guard, stop <-chan struct{}) {
+	t := time.NewTicker(censusEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		r, err := census.Take(proc.Default, time.Second, 5)
+		if err != nil {
+			continue
+		}
+		var top []map[string]any
+		for _, row := range r.Rows {
+			top = append(top, map[string]any{"exe": row.Exe, "count": row.Count, "orphaned": row.Orphaned, "appeared": row.Appeared, "vanished": row.Vanished, "suspect": row.Suspect})
+		}
+		g.Record("census", map[string]any{"processes": r.Total, "load": r.Load, "pid_space": r.PidLine, "top": top})
+	}
+}
+
+const guardUsage = `Usage:
+    freeze guard [--run-dir DIR]
+
+freeze guard is an armed responder: it runs in the foreground (for
+systemd), lifted and locked in memory, with the BPF gate's programs
+loaded once, and prints "freeze: guard: armed" when it is ready. Then a
+request costs no fork and no exec:
+
+    echo "--path /abs/path/to/binary" > /run/freeze/ask   # a shell builtin
+    freeze --path /abs/path/to/binary                     # hands over
+
+Each line written to DIR/ask is one request, with the same flags as
+freeze's command line, split into words as a shell would split them
+(quotes honoured, nothing expanded, never run by a shell). freeze --path
+... hands its request to a running guard over DIR/guard.sock and prints
+the guard's progress and exit code; --no-guard runs it locally.
+
+DIR (default /run/freeze) is made the guard's own, mode 0700; the socket
+takes root and the guard's own user only (SO_PEERCRED). Requests run one
+after another, each with its own timeline; DIR/guard.log has one JSON
+line per start (unclean=1 after a guard that did not stop cleanly),
+request, refusal, and a census line a minute.
+
+Options:
+        --run-dir DIR   where the FIFO, socket, log and ledger live
+    -h, --help          this text
+`

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/exefile"
+	"freeze/internal/guard"
+	"freeze/internal/proc"
+)
+
+// startGuard starts 'freeze guard' through the harness (capped, owned,
+// killed at cleanup) with a run directory of the test's own, and waits
+// until it says it is armed.
+func startGuard(t *testing.T, bin string) (*containtest.Chain, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", dir}})
+	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+	return g, dir
+}
+
+// logEvents reads the guard's log.
+func logEvents(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, guard.LogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitLog waits for a log event for which ok is true.
+func waitLog(t *testing.T, dir string, within time.Duration, ok func(map[string]any) bool) map[string]any {
+	t.Helper()
+	end := time.Now().Add(within)
+	for {
+		for _, e := range logEvents(t, dir) {
+			if ok(e) {
+				return e
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no such event in the guard's log within %v: %v", within, logEvents(t, dir))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ask(t *testing.T, dir, line string) {
+	t.Helper()
+	w, err := os.OpenFile(filepath.Join(dir, guard.AskName), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteString(line); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func alive(pid int) bool {
+	st, err := proc.Default.ReadStat(pid)
+	return err == nil && !st.Zombie()
+}
+
+func rssKiB(t *testing.T, pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return -1
+}
+
+func TestGuard(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard's run directory and the chains' pids cgroups")
+	}
+	bin := buildFreeze(t)
+	g, dir := startGuard(t, bin)
+	chain := func(t *testing.T) *containtest.Chain {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
+		if n := c.WaitPopulation(200, 30*time.Second); n != 200 {
+			t.Fatalf("chain reached %d of 200", n)
+		}
+		removeGroupAtCleanup(t, c.Path)
+		return c
+	}
+
+	t.Run("fifo", func(t *testing.T) {
+		c := chain(t)
+		ask(t, dir, "--path '"+c.Path+"'\n")
+		e := waitLog(t, dir, 60*time.Second, func(e map[string]any) bool {
+			r, _ := e["request"].([]any)
+			return e["event"] == "request" && len(r) == 2 && r[1] == c.Path
+		})
+		if e["exit"] != 0.0 || e["outcome"] != "zero" || e["source"] != "fifo" {
+			t.Fatalf("logged %v", e)
+		}
+		if left := c.Survivors(); len(left) > 0 {
+			t.Fatalf("%d processes of the chain alive after the guard said zero", len(left))
+		}
+		if tl, _ := e["timeline"].(string); tl == "" {
+			t.Errorf("no timeline in %v", e)
+		} else {
+			os.Remove(tl)
+		}
+	})
+
+	t.Run("socket", func(t *testing.T) {
+		c := chain(t)
+		cl := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 90 * time.Second,
+			Command: []string{bin, "--path", c.Path, "--run-dir", dir, "--timeline", filepath.Join(t.TempDir(), "t.jsonl")}})
+		ws, ok := cl.Exit(60 * time.Second)
+		if !ok || ws.ExitStatus() != 0 {
+			t.Fatalf("client exit %d (finished %v):\n%s", ws.ExitStatus(), ok, cl.Stderr())
+		}
+		// The progress came from the guard: its run is in the guard's
+		// process, so the lock and the priority line are the guard's.
+		if !strings.Contains(cl.Stderr(), "zero remain") || strings.Count(cl.Stderr(), "freeze run started") != 1 {
+			t.Fatalf("client output:\n%s", cl.Stderr())
+		}
+		e := waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["source"] == "socket" })
+		if e["uid"] != 0.0 || e["exit"] != 0.0 {
+			t.Fatalf("logged %v", e)
+		}
+		if left := c.Survivors(); len(left) > 0 {
+			t.Fatalf("%d processes of the chain alive", len(left))
+		}
+	})
+
+	t.Run("other-uid-refused", func(t *testing.T) {
+		// A directory nobody may read, with a file nobody runs: if the
+		// guard wrongly took the request, it would match nothing.
+		pub := filepath.Join(t.TempDir(), "pub")
+		os.Mkdir(pub, 0o755)
+		os.Chmod(filepath.Dir(pub), 0o755)
+		pubBin, idle := filepath.Join(pub, "freeze"), filepath.Join(pub, "idle")
+		if err := exefile.Copy(bin, pubBin); err != nil {
+			t.Fatal(err)
+		}
+		if err := exefile.Copy("/bin/true", idle); err != nil {
+			t.Fatal(err)
+		}
+		// Let uid 65534 reach the socket, so the guard's own check is
+		// what refuses it.
+		os.Chmod(dir, 0o711)
+		os.Chmod(filepath.Join(dir, guard.SocketName), 0o666)
+		defer os.Chmod(dir, 0o700)
+		defer os.Chmod(filepath.Join(dir, guard.SocketName), 0o600)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, pubBin, "--path", idle, "--run-dir", dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		b, err := cmd.CombinedOutput()
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitRefused || !strings.Contains(string(b), "uid 65534 may not ask") {
+			t.Fatalf("client as uid 65534: %v\n%s", err, b)
+		}
+		waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "refused" && e["uid"] == 65534.0 })
+	})
+
+	t.Run("malformed-and-flood", func(t *testing.T) {
+		before := rssKiB(t, g.Leader)
+		bad := []string{
+			"--path 'unterminated\n",
+			"--path /a\x00b\n",
+			strings.Repeat("x", 1<<20) + "\n",
+			"--bogus\n",
+			"--path relative\n",
+			"--under /\n",
+		}
+		rnd := rand.New(rand.NewSource(1))
+		for i := 0; i < 50; i++ {
+			b := make([]byte, rnd.Intn(200))
+			rnd.Read(b)
+			bad = append(bad, strings.ReplaceAll(string(b), "\n", " ")+"\n")
+		}
+		for _, l := range bad {
+			ask(t, dir, l)
+		}
+		// A flood: 10,000 requests, each refused.
+		var flood strings.Builder
+		for i := 0; i < 10000; i++ {
+			flood.WriteString("--bogus-" + strconv.Itoa(i) + "\n")
+		}
+		ask(t, dir, flood.String())
+		// The last is run and refused as a bad flag, or refused unread
+		// because the queue is full: either way it is logged.
+		waitLog(t, dir, 120*time.Second, func(e map[string]any) bool {
+			r, _ := e["request"].([]any)
+			return (len(r) == 1 && r[0] == "--bogus-9999") || e["line"] == "--bogus-9999"
+		})
+		if !alive(g.Leader) {
+			t.Fatalf("the guard died:\n%s", g.Stderr())
+		}
+		after := rssKiB(t, g.Leader)
+		t.Logf("guard RSS %d KiB before, %d KiB after", before, after)
+		if after > 128<<10 {
+			t.Errorf("guard RSS %d KiB after the flood, above its 128 MiB bound", after)
+		}
+		// Still serving, and nothing was touched: a valid request works.
+		c := chain(t)
+		ask(t, dir, "--path "+c.Path+"\n")
+		waitLog(t, dir, 60*time.Second, func(e map[string]any) bool {
+			r, _ := e["request"].([]any)
+			return e["event"] == "request" && len(r) == 2 && r[1] == c.Path && e["exit"] == 0.0
+		})
+	})
+}

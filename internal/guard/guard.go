@@ -1,0 +1,423 @@
+// Package guard is freeze's armed responder: a process that is already
+// running, lifted and locked in memory, when a chain starts, so that the
+// stop order does not have to win a fork and an exec against the chain
+// before it can begin. It takes requests, each the words of a freeze
+// command line, from a FIFO (which a shell that cannot fork can still
+// write with a builtin) and from a unix socket (which 'freeze --path'
+// hands over to), runs them one after another, and logs each.
+//
+// The package knows nothing of the stop order: the command gives it a
+// Runner, the same code a freeze command line runs.
+package guard
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultRunDir holds the FIFO, the socket, the log and the ledger.
+const DefaultRunDir = "/run/freeze"
+
+// Names inside the run directory.
+const (
+	AskName    = "ask"        // the FIFO: one request per line
+	SocketName = "guard.sock" // the socket 'freeze --path' hands over to
+	LogName    = "guard.log"  // one JSON line per start, request and census
+	lockName   = "guard.lock" // one guard per run directory
+	stateName  = "guard.state"
+)
+
+// queueLen bounds the requests waiting for the worker: beyond it a
+// request is refused as busy, so a flood cannot grow the guard's memory.
+const queueLen = 64
+
+// Result is what one request came to.
+type Result struct {
+	Code     int    // the exit code freeze would give
+	Outcome  string // how the run ended, in a word: zero, refused, usage...
+	Timeline string // the run's timeline, if it wrote one
+}
+
+// Runner runs one request: words are freeze's command-line arguments;
+// what the run prints goes to stdout and stderr.
+type Runner func(words []string, stdout, stderr io.Writer) Result
+
+// Config arms a guard.
+type Config struct {
+	RunDir string
+	Run    Runner
+	// Say prints a line of the guard's own (its stderr, the journal).
+	Say func(string)
+}
+
+// Guard is an armed guard.
+type Guard struct {
+	c       Config
+	lock    *os.File
+	fifo    *os.File
+	ln      *net.UnixListener
+	log     *os.File
+	logMu   sync.Mutex
+	queue   chan request
+	uid     int
+	Unclean bool // the previous guard of this directory did not stop cleanly
+	// Starts and UncleanStarts count the ledger's entries, this one
+	// included.
+	Starts, UncleanStarts int
+}
+
+type request struct {
+	source string // "fifo" or "socket"
+	uid    int    // the socket peer's; -1 for the FIFO (root's, mode 0600)
+	pid    int
+	line   string // as received, for the log (capped)
+	words  []string
+	err    error         // a request refused before it could run
+	conn   *net.UnixConn // socket requests: where the output goes
+	done   chan struct{}
+}
+
+// Arm makes the run directory (root's, mode 0700), takes its lock (one
+// guard per directory), reads and writes the ledger, and opens the FIFO
+// and the socket. Nothing is read until Serve.
+func Arm(c Config) (*Guard, error) {
+	g := &Guard{c: c, queue: make(chan request, queueLen), uid: os.Geteuid()}
+	if err := os.MkdirAll(c.RunDir, 0o700); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	if err := checkDir(c.RunDir); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(c.RunDir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(lock.Name())
+		lock.Close()
+		return nil, fmt.Errorf("another guard holds %s (%s): stop it first", c.RunDir, strings.TrimSpace(string(b)))
+	}
+	lock.Truncate(0)
+	fmt.Fprintf(lock, "pid %d\n", os.Getpid())
+	g.lock = lock
+	g.log, err = os.OpenFile(filepath.Join(c.RunDir, LogName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		// The guard still guards; it says it cannot keep its record.
+		c.Say(fmt.Sprintf("warning: cannot write %s: %v; requests are not logged", LogName, err))
+		g.log = nil
+	}
+	g.ledger()
+	ask := filepath.Join(c.RunDir, AskName)
+	os.Remove(ask)
+	if err := unix.Mkfifo(ask, 0o600); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("FIFO %s: %w", ask, err)
+	}
+	// Opened for reading and writing, the FIFO never reads end-of-file
+	// when a writer closes, and the open does not wait for one.
+	if g.fifo, err = os.OpenFile(ask, os.O_RDWR, 0); err != nil {
+		g.Close()
+		return nil, err
+	}
+	sock := filepath.Join(c.RunDir, SocketName)
+	os.Remove(sock)
+	if g.ln, err = net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"}); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("socket %s: %w", sock, err)
+	}
+	g.ln.SetUnlinkOnClose(true)
+	os.Chmod(sock, 0o600)
+	return g, nil
+}
+
+// checkDir refuses a run directory that others could write into: the
+// FIFO and the socket are the guard's door.
+func checkDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to the guard's uid %d: remove it or choose another --run-dir", dir, st.Uid, os.Geteuid())
+	}
+	if st.Mode&0o077 != 0 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
+}
+
+// Close stops listening, marks a clean stop in the ledger, and releases
+// the directory.
+func (g *Guard) Close() error {
+	if g.ln != nil {
+		g.ln.Close()
+	}
+	if g.fifo != nil {
+		g.fifo.Close()
+		os.Remove(g.fifo.Name())
+	}
+	if g.lock != nil {
+		os.WriteFile(filepath.Join(g.c.RunDir, stateName), []byte(fmt.Sprintf("stopped %d\n", os.Getpid())), 0o600)
+		g.record(map[string]any{"event": "stop", "pid": os.Getpid()})
+		g.lock.Close()
+	}
+	if g.log != nil {
+		g.log.Close()
+	}
+	return nil
+}
+
+// Serve reads requests until stop is closed, running them one after
+// another.
+func (g *Guard) Serve(stop <-chan struct{}) {
+	go g.readFIFO()
+	go g.accept()
+	for {
+		select {
+		case <-stop:
+			return
+		case r := <-g.queue:
+			g.handle(r)
+		}
+	}
+}
+
+// enqueue queues r, or refuses it when the queue is full.
+func (g *Guard) enqueue(r request) {
+	select {
+	case g.queue <- r:
+	default:
+		r.err = errors.New("the guard is busy: too many requests waiting")
+		g.refuse(r, 0)
+	}
+}
+
+func (g *Guard) readFIFO() {
+	br := bufio.NewReaderSize(g.fifo, 4096)
+	for {
+		line, err := readLine(br)
+		if errors.Is(err, os.ErrClosed) || errors.Is(err, io.EOF) {
+			return
+		}
+		r := request{source: "fifo", uid: -1, line: capped(line)}
+		if err == nil {
+			r.words, err = Split(line)
+		}
+		if err != nil {
+			r.err = err
+			g.refuse(r, 2)
+			continue
+		}
+		if len(r.words) == 0 {
+			continue
+		}
+		g.enqueue(r)
+	}
+}
+
+// readLine reads one line; a line longer than MaxLine is read to its end
+// and refused whole, so the next line starts clean.
+func readLine(br *bufio.Reader) (string, error) {
+	var b []byte
+	long := false
+	for {
+		frag, err := br.ReadSlice('\n')
+		if !long {
+			b = append(b, frag...)
+			if len(b) > MaxLine {
+				long, b = true, b[:64]
+			}
+		}
+		switch {
+		case err == nil:
+			if long {
+				return string(b), ErrLong
+			}
+			return strings.TrimSuffix(string(b), "\n"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return "", err
+		}
+	}
+}
+
+func capped(s string) string {
+	if len(s) > 512 {
+		return s[:512] + "..."
+	}
+	return s
+}
+
+func (g *Guard) accept() {
+	for {
+		conn, err := g.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		go g.takeConn(conn)
+	}
+}
+
+// takeConn reads one request from a socket peer, after checking who it
+// is: root, or the guard's own user. Anyone else is refused and logged.
+func (g *Guard) takeConn(conn *net.UnixConn) {
+	r := request{source: "socket", uid: -1, conn: conn, done: make(chan struct{})}
+	defer func() { conn.Close() }()
+	cred, err := peer(conn)
+	if err != nil {
+		r.err = fmt.Errorf("cannot read the peer's credentials: %w", err)
+		g.refuse(r, 3)
+		return
+	}
+	r.uid, r.pid = int(cred.Uid), int(cred.Pid)
+	if r.uid != 0 && r.uid != g.uid {
+		r.err = fmt.Errorf("uid %d may not ask this guard: only root or uid %d", r.uid, g.uid)
+		g.refuse(r, 3)
+		return
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var msg struct {
+		Args []string `json:"args"`
+	}
+	if err := json.NewDecoder(io.LimitReader(conn, MaxLine)).Decode(&msg); err != nil {
+		r.err = fmt.Errorf("unreadable request: %w", err)
+		g.refuse(r, 2)
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	r.words, r.line = msg.Args, capped(strings.Join(msg.Args, " "))
+	g.enqueue(r)
+	<-r.done
+}
+
+func peer(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	err = raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// handle runs one request and logs it.
+func (g *Guard) handle(r request) {
+	if r.done != nil {
+		defer close(r.done)
+	}
+	stdout, stderr := io.Writer(prefixed{g.c.Say}), io.Writer(prefixed{g.c.Say})
+	var ow, ew *lineWriter
+	if r.conn != nil {
+		ow, ew = &lineWriter{w: r.conn, tag: "1 "}, &lineWriter{w: r.conn, tag: "2 "}
+		stdout, stderr = ow, ew
+	}
+	g.c.Say(fmt.Sprintf("request from %s (uid %d): %s", r.source, r.uid, r.line))
+	t0 := time.Now()
+	res := g.c.Run(r.words, stdout, stderr)
+	if r.conn != nil {
+		ow.Flush()
+		ew.Flush()
+		fmt.Fprintf(r.conn, "exit %d\n", res.Code)
+	}
+	g.record(map[string]any{"event": "request", "source": r.source, "uid": r.uid, "pid": r.pid, "request": r.words,
+		"exit": res.Code, "outcome": res.Outcome, "timeline": res.Timeline, "took_ms": float64(time.Since(t0).Microseconds()) / 1000})
+	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code, res.Outcome))
+}
+
+// refuse logs a request that was not run, and tells a socket peer.
+func (g *Guard) refuse(r request, code int) {
+	if r.conn != nil {
+		fmt.Fprintf(r.conn, "2 freeze: error: guard: %v\nexit %d\n", r.err, code)
+		if r.done != nil {
+			close(r.done)
+		}
+	}
+	g.c.Say(fmt.Sprintf("refused a request from %s (uid %d): %v", r.source, r.uid, r.err))
+	g.record(map[string]any{"event": "refused", "source": r.source, "uid": r.uid, "pid": r.pid, "line": r.line, "error": r.err.Error(), "exit": code})
+}
+
+// record appends one JSON line to the log.
+func (g *Guard) record(fields map[string]any) {
+	if g.log == nil {
+		return
+	}
+	fields["time"] = time.Now().UTC().Format(time.RFC3339Nano)
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	g.log.Write(append(b, '\n'))
+}
+
+// Record appends an event of the command's own to the log.
+func (g *Guard) Record(event string, fields map[string]any) {
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	fields["event"] = event
+	g.record(fields)
+}
+
+// lineWriter sends what a run prints to a socket peer, one tagged line at
+// a time ("1 " stdout, "2 " stderr).
+type lineWriter struct {
+	w   io.Writer
+	tag string
+	buf []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		io.WriteString(l.w, l.tag+string(l.buf[:i+1]))
+		l.buf = l.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) Flush() {
+	if len(l.buf) > 0 {
+		io.WriteString(l.w, l.tag+string(l.buf)+"\n")
+		l.buf = nil
+	}
+}
+
+// prefixed prints a run's lines through Say (the guard's stderr).
+type prefixed struct{ say func(string) }
+
+func (p prefixed) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		p.say("  " + line)
+	}
+	return len(b), nil
+}
