@@ -162,7 +162,9 @@ func TestGuard(t *testing.T) {
 		// guard wrongly took the request, it would match nothing.
 		pub := filepath.Join(t.TempDir(), "pub")
 		os.Mkdir(pub, 0o755)
+		// The test's temporary directories are 0700: open the way down.
 		os.Chmod(filepath.Dir(pub), 0o755)
+		os.Chmod(filepath.Dir(filepath.Dir(pub)), 0o755)
 		pubBin, idle := filepath.Join(pub, "freeze"), filepath.Join(pub, "idle")
 		if err := exefile.Copy(bin, pubBin); err != nil {
 			t.Fatal(err)
@@ -173,6 +175,8 @@ func TestGuard(t *testing.T) {
 		// Let uid 65534 reach the socket, so the guard's own check is
 		// what refuses it.
 		os.Chmod(dir, 0o711)
+		os.Chmod(filepath.Dir(dir), 0o711)
+		os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o711)
 		os.Chmod(filepath.Join(dir, guard.SocketName), 0o666)
 		defer os.Chmod(dir, 0o700)
 		defer os.Chmod(filepath.Join(dir, guard.SocketName), 0o600)
@@ -183,7 +187,7 @@ func TestGuard(t *testing.T) {
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		b, err := cmd.CombinedOutput()
 		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitRefused || !strings.Contains(string(b), "uid 65534 may not ask") {
-			t.Fatalf("client as uid 65534: %v\n%s", err, b)
+			t.Fatalf("client as uid 65534: %v (exit %d)\n%s", err, cmd.ProcessState.ExitCode(), b)
 		}
 		waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "refused" && e["uid"] == 65534.0 })
 	})

@@ -30,9 +30,9 @@ func Ask(runDir string, words []string, stdout, stderr io.Writer) (int, error) {
 		return 0, fmt.Errorf("%w (%v)", ErrNoGuard, err)
 	}
 	defer conn.Close()
-	if err := json.NewEncoder(conn).Encode(map[string][]string{"args": words}); err != nil {
-		return 0, fmt.Errorf("send the request to the guard: %w", err)
-	}
+	// A guard that refuses the peer answers before reading, and closes:
+	// the write may then fail, but its answer is still there to read.
+	sendErr := json.NewEncoder(conn).Encode(map[string][]string{"args": words})
 	conn.CloseWrite()
 	sc := bufio.NewScanner(conn)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -50,6 +50,9 @@ func Ask(runDir string, words []string, stdout, stderr io.Writer) (int, error) {
 			}
 			return code, nil
 		}
+	}
+	if sendErr != nil {
+		return 0, fmt.Errorf("send the request to the guard: %w", sendErr)
 	}
 	return 0, ErrLost
 }
