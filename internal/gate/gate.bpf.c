@@ -3,7 +3,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //
 // The gate: once attached, no process of the chain completes a fork, a
-// clone or an exec. Each attempt is answered with SIGSTOP to the caller,
+// clone or an exec. Each attempt is answered with SIGSTOP (or SIGKILL, see
+// action) to the caller,
 // sent from sys_enter: the pending signal makes copy_process back out
 // before anything is copied (and before the pids cgroup charge), so the
 // fork never happens and the forker stops. An exec of a target file by
@@ -29,6 +30,10 @@
 
 #define SIGSTOP 19
 #define PF_KTHREAD 0x00200000
+
+// What a refused attempt gets: SIGSTOP, or SIGKILL when the run is going
+// to kill the chain anyway (set by the loader before loading).
+const volatile __u32 action = SIGSTOP;
 
 // x86_64 syscall numbers.
 #define NR_clone 56
@@ -149,7 +154,7 @@ int BPF_PROG(gate_sys_enter, struct pt_regs *regs, long id)
 	// Mark it too: a task gated by its file stays gated after it execs
 	// another one.
 	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	bpf_send_signal(SIGSTOP);
+	bpf_send_signal(action);
 	count(c);
 	return 0;
 }
@@ -170,7 +175,7 @@ int BPF_PROG(gate_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	if (never(p) || marked(p) || !is_target(bprm->file))
 		return 0;
 	bpf_task_storage_get(&gated, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	bpf_send_signal(SIGSTOP);
+	bpf_send_signal(action);
 	count(C_TARGET_EXEC);
 	return 0;
 }

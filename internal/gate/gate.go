@@ -34,6 +34,11 @@ type Config struct {
 	// BTF is the kernel type information to load against; empty for the
 	// running kernel's (/sys/kernel/btf/vmlinux).
 	BTF string
+	// Kill answers a refused attempt with SIGKILL instead of SIGSTOP: the
+	// chain then kills itself at its next fork, with no scan. Only for a
+	// run that is going to kill the chain anyway (not --hold, not a dry
+	// run).
+	Kill bool
 }
 
 // MaxFiles is how many executables the gate can know by identity.
@@ -49,7 +54,8 @@ type Gate struct {
 	links []link.Link
 	// LoadTook and AttachTook are how long loading and attaching took.
 	LoadTook, AttachTook time.Duration
-	Files                int // identities in the targets map
+	Files                int  // identities in the targets map
+	Kill                 bool // refused attempts are answered with SIGKILL
 }
 
 // Load loads the programs and fills the maps; nothing runs until Attach.
@@ -70,8 +76,19 @@ func Load(c Config) (*Gate, error) {
 		}
 		opts.Programs.KernelTypes = spec
 	}
-	g := &Gate{}
-	if err := loadGateObjects(&g.objs, opts); err != nil {
+	spec, err := loadGate()
+	if err != nil {
+		return nil, fmt.Errorf("the gate's object: %w", err)
+	}
+	action := uint32(unix.SIGSTOP)
+	if c.Kill {
+		action = uint32(unix.SIGKILL)
+	}
+	if err := spec.Variables["action"].Set(action); err != nil {
+		return nil, fmt.Errorf("the gate's action: %w", err)
+	}
+	g := &Gate{Kill: c.Kill}
+	if err := spec.LoadAndAssign(&g.objs, opts); err != nil {
 		return nil, fmt.Errorf("load the gate's programs: %w", err)
 	}
 	for _, f := range c.Files {
@@ -150,8 +167,8 @@ func (g *Gate) Mark(h *proc.Handle) error {
 
 // Counters are the gate's own counts.
 type Counters struct {
-	ForksStopped uint64 // clone-family calls of the chain answered with SIGSTOP
-	ExecsStopped uint64 // exec-family calls of the chain answered with SIGSTOP
+	ForksStopped uint64 // clone-family calls of the chain answered with the action
+	ExecsStopped uint64 // exec-family calls of the chain answered with the action
 	TargetExecs  uint64 // execs of a target file by a process not yet gated, stopped
 	Lineage      uint64 // children gated because their parent was
 }

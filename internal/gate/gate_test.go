@@ -261,3 +261,41 @@ func TestMarkGatesAProcessByPid(t *testing.T) {
 		t.Errorf("counters %+v: no fork stopped", cnt)
 	}
 }
+
+// With Kill, the chain kills itself at its next fork: a spinning chain
+// empties with no signal from anyone else, and its decoy copy lives on.
+func TestGateKillEmptiesASpinningChain(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loading BPF programs")
+	}
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 50, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2", Dir: c.Dir})
+	if n := c.WaitPopulation(300, 30*time.Second); n < 300 {
+		t.Fatalf("chain reached %d processes, want 300", n)
+	}
+	if n := decoy.WaitPopulation(50, 30*time.Second); n < 50 {
+		t.Fatalf("decoy reached %d processes, want 50", n)
+	}
+	g, err := Load(Config{Files: []proc.File{fileOf(t, c.Path)}, Exempt: Exempt(proc.Default), Kill: true})
+	if err != nil {
+		t.Skipf("the gate does not load here: %s", Explain(err))
+	}
+	defer g.Close()
+	if err := g.Attach(); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(20 * time.Second)
+	for len(c.Survivors()) > 0 {
+		if time.Now().After(end) {
+			t.Fatalf("%d processes of the chain alive 20s after a killing gate was attached", len(c.Survivors()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cnt, _ := g.Counters()
+	if cnt.ForksStopped < 300 {
+		t.Errorf("counters %+v: fewer refused forks than the chain's 300 processes", cnt)
+	}
+	if n := len(decoy.Survivors()); n != 50 {
+		t.Errorf("the decoy has %d processes, want its 50", n)
+	}
+}

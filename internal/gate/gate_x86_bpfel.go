@@ -31,6 +31,7 @@ const (
 	gateProgGateExec     = "gate_exec"
 	gateProgGateFork     = "gate_fork"
 	gateProgGateSysEnter = "gate_sys_enter"
+	gateVarAction        = "action"
 )
 
 // loadGate returns the embedded CollectionSpec for gate.
@@ -94,6 +95,7 @@ type gateMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateVariableSpecs struct {
+	Action *ebpf.VariableSpec `ebpf:"action"`
 }
 
 // gateObjects contains all objects after they have been loaded into the kernel.
@@ -135,6 +137,7 @@ func (m *gateMaps) Close() error {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateVariables struct {
+	Action *ebpf.Variable `ebpf:"action"`
 }
 
 // gatePrograms contains all programs after they have been loaded into the kernel.

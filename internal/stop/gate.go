@@ -31,7 +31,11 @@ func (r *run) gate() error {
 		return nil
 	}
 	files, note := gateFiles(r.c.Spec)
-	g, err := gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF})
+	// A run that is going to kill the chain lets the gate kill it: each
+	// process of the chain dies at its next fork or exec, in the kernel,
+	// while the scan and the kill rounds take the rest. --hold stops.
+	kill := !r.c.Hold
+	g, err := gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill})
 	if err == nil {
 		if err = g.Attach(); err != nil {
 			g.Close()
@@ -44,11 +48,11 @@ func (r *run) gate() error {
 	}
 	r.gateOn = g
 	r.out.GatePrograms = g.ProgramIDs()
-	msg := fmt.Sprintf("gate attached (load %v, attach %v): no process of the chain can fork, clone or exec from now on", g.LoadTook.Round(100e3), g.AttachTook.Round(10e3))
+	msg := fmt.Sprintf("gate attached (load %v, attach %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.LoadTook.Round(100e3), g.AttachTook.Round(10e3), actionWord(g.Kill))
 	if note != "" {
 		msg += "; " + note
 	}
-	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs()})
+	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": actionWord(g.Kill)})
 	return nil
 }
 
@@ -98,8 +102,8 @@ func (r *run) closeGate() {
 	c, cerr := g.Counters()
 	err := g.Close()
 	r.gateOn = nil
-	fields := timeline.F{"forks_stopped": c.ForksStopped, "execs_stopped": c.ExecsStopped, "target_execs": c.TargetExecs, "lineage": c.Lineage}
-	msg := fmt.Sprintf("gate detached: it stopped %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", c.ForksStopped, c.ExecsStopped, c.TargetExecs, c.Lineage)
+	fields := timeline.F{"action": actionWord(g.Kill), "forks_stopped": c.ForksStopped, "execs_stopped": c.ExecsStopped, "target_execs": c.TargetExecs, "lineage": c.Lineage}
+	msg := fmt.Sprintf("gate detached: it %s %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", actionWord(g.Kill), c.ForksStopped, c.ExecsStopped, c.TargetExecs, c.Lineage)
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}
@@ -108,4 +112,11 @@ func (r *run) closeGate() {
 		msg += "; detaching failed: " + err.Error()
 	}
 	r.rec.Record(timeline.StageFreeze, timeline.StepGateDetached, msg, fields)
+}
+
+func actionWord(kill bool) string {
+	if kill {
+		return "killed"
+	}
+	return "stopped"
 }
