@@ -91,6 +91,52 @@ func scenarios() []scenario {
 type responder struct {
 	name string
 	run  func(bin string, chains []*containtest.Chain, stop <-chan struct{})
+	// prepare, if set, runs before the scenario's chains start: what the
+	// responder has in place before an incident (an armed guard).
+	prepare func(t *testing.T, bin string)
+}
+
+// guardDir is the run directory of the guard that prepareGuard armed for
+// the current measurement.
+var guardDir string
+
+// prepareGuard arms a 'freeze guard' through the harness (capped, owned,
+// killed at the end of the measurement), as systemd would have started it
+// before the incident, and waits until it says so.
+func prepareGuard(t *testing.T, bin string) {
+	guardDir = filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Lifted: true, Cap: 200, HopCap: 1, Timeout: 10 * time.Minute,
+		Command: []string{bin, "guard", "--run-dir", guardDir}})
+	end := time.Now().Add(30 * time.Second)
+	for !strings.Contains(g.Stderr(), "freeze: guard: armed") {
+		if time.Now().After(end) {
+			t.Fatalf("the guard did not arm in 30 s:\n%s", g.Stderr())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// askGuard writes one request into the armed guard's FIFO, as an
+// operator's shell would with echo, and waits until the guard has logged
+// it (so its timeline is complete), or stop.
+func askGuard(stop <-chan struct{}, args []string) {
+	var q []string
+	for _, a := range args {
+		q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+	}
+	f, err := os.OpenFile(filepath.Join(guardDir, "ask"), os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	f.WriteString(strings.Join(q, " ") + "\n")
+	f.Close()
+	for !stopped(stop) {
+		b, _ := os.ReadFile(filepath.Join(guardDir, "guard.log"))
+		if strings.Contains(string(b), `"event":"request"`) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func paths(chains []*containtest.Chain) []string {
@@ -217,20 +263,20 @@ func responders() []responder {
 	return []responder{
 		// freeze as an operator types it: auto, which takes the gate
 		// where it loads.
-		{"freeze", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			runFreeze(stop, bin, freezeArgs(cs)...)
 		}},
-		{"freeze-bpf", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze-bpf", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			runFreeze(stop, bin, freezeArgs(cs, "--method", "bpf")...)
 		}},
-		{"freeze-cgroup2", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze-cgroup2", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What auto did before the gate: the before of #16.
 			runFreeze(stop, bin, freezeArgs(cs, "--method", "cgroup2")...)
 		}},
-		{"freeze-sigstop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze-sigstop", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			runFreeze(stop, bin, freezeArgs(cs, "--method", "sigstop")...)
 		}},
-		{"freeze-chrt", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze-chrt", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What the runbook advises when the shell is starved: start
 			// freeze at real-time priority from the first instruction.
 			runFreeze(stop, "chrt", append([]string{"-r", "1", bin}, freezeArgs(cs)...)...)
@@ -238,21 +284,31 @@ func responders() []responder {
 		// The runbook's advice taken before the incident: a shell lifted
 		// with 'chrt -r -p 1 $$' starts freeze at real-time priority, so
 		// nothing of it runs at ordinary priority.
-		{"freeze-lifted-shell", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze-lifted-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			asLiftedShell(stop, bin, freezeArgs(cs)...)
 		}},
-		{"freeze-bpf-lifted-shell", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze-bpf-lifted-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			asLiftedShell(stop, bin, freezeArgs(cs, "--method", "bpf")...)
 		}},
-		{"freeze-cgroup2-lifted-shell", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		// An armed guard (started lifted, as its systemd unit does),
+		// asked through its FIFO at time zero: no fork, no exec.
+		{name: "freeze-guard", prepare: prepareGuard, run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			askGuard(stop, freezeArgs(cs))
+		}},
+		{name: "freeze-bpf-killaction-lifted-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			// The gate answering with SIGKILL in a killing run: is letting
+			// the chain kill itself at its next fork worth it?
+			asLiftedShell(stop, "env", append([]string{"FREEZE_GATE_ACTION=kill", bin}, freezeArgs(cs, "--method", "bpf")...)...)
+		}},
+		{name: "freeze-cgroup2-lifted-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			asLiftedShell(stop, bin, freezeArgs(cs, "--method", "cgroup2")...)
 		}},
-		{"freeze-nopriority", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "freeze-nopriority", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// What the priority lift is worth: the same run without it.
 			runFreeze(stop, "env", append([]string{"FREEZE_PRIORITY=off", bin}, freezeArgs(cs)...)...)
 		}},
-		{"killall-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) { killLoop(stop, paths(cs)) }},
-		{"pkill-f-loop", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "killall-loop", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) { killLoop(stop, paths(cs)) }},
+		{name: "pkill-f-loop", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			pattern := strings.Join(paths(cs), "|")
 			for !stopped(stop) {
 				if runCmd(stop, "pkill", "-KILL", "-f", pattern) == 1 { // 1: none matched
@@ -260,13 +316,13 @@ func responders() []responder {
 				}
 			}
 		}},
-		{"stop5-then-kill", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "stop5-then-kill", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			for i := 0; i < 5 && !stopped(stop); i++ {
 				runCmd(stop, "killall", append([]string{"-q", "-STOP"}, paths(cs)...)...)
 			}
 			killLoop(stop, paths(cs))
 		}},
-		{"floor-cgroup.kill", func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+		{name: "floor-cgroup.kill", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			for _, c := range cs {
 				os.WriteFile(filepath.Join(c.V2Dir(), "cgroup.kill"), []byte("1"), 0)
 			}
@@ -468,6 +524,9 @@ func buildBench(t *testing.T) string {
 
 func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	r := Result{Scenario: sc.name, Responder: rs.name, ZeroMS: -1}
+	if rs.prepare != nil {
+		rs.prepare(t, bin)
+	}
 	dir := filepath.Join(t.TempDir(), "cache")
 	var chains []*containtest.Chain
 	for _, spec := range sc.chains {
