@@ -208,7 +208,7 @@ func runLocal(o out, args []string) guard.Result {
 	}
 	interrupt, stopWatch := watchSignals(rec)
 	res, runErr := stop.Run(stop.Config{
-		FS: proc.Default, Spec: spec, Method: method, BTF: f.btf, Hold: f.hold, DryRun: f.dryRun,
+		FS: proc.Default, Spec: spec, Method: method, BTF: f.btf, Gate: takeSpare(), Hold: f.hold, DryRun: f.dryRun,
 		Rounds: f.rounds, Timeout: f.timeout, RoundWait: roundWait,
 		Command: command, Priority: raised, LiftedAt: liftedAt(),
 		RevokeExec: f.revoke, Disposable: f.disposable, Force: f.force,

@@ -91,21 +91,35 @@ func Load(c Config) (*Gate, error) {
 	if err := spec.LoadAndAssign(&g.objs, opts); err != nil {
 		return nil, fmt.Errorf("load the gate's programs: %w", err)
 	}
-	for _, f := range c.Files {
-		if err := g.objs.Targets.Put(fileID(f), uint8(1)); err != nil {
-			g.Close()
-			return nil, fmt.Errorf("gate: add file %d:%d: %w", f.Dev, f.Ino, err)
-		}
-	}
-	g.Files = len(c.Files)
-	for _, pid := range c.Exempt {
-		if err := g.objs.Exempt.Put(uint32(pid), uint8(1)); err != nil {
-			g.Close()
-			return nil, fmt.Errorf("gate: exempt pid %d: %w", pid, err)
-		}
+	if err := g.Fill(c.Files, c.Exempt); err != nil {
+		g.Close()
+		return nil, err
 	}
 	g.LoadTook = time.Since(t0)
 	return g, nil
+}
+
+// Fill tells a loaded gate what the chain is: the files whose processes
+// are in it, and the tgids never to gate. A guard loads a gate before
+// any incident, with nothing in it, and fills it when asked: loading
+// costs tens of milliseconds (seconds from an ordinary-priority process
+// under a bomb), filling microseconds.
+func (g *Gate) Fill(files []proc.File, exempt []int) error {
+	if len(files) > MaxFiles {
+		return fmt.Errorf("%d executables to gate, the gate holds %d: narrow --under", len(files), MaxFiles)
+	}
+	for _, f := range files {
+		if err := g.objs.Targets.Put(fileID(f), uint8(1)); err != nil {
+			return fmt.Errorf("gate: add file %d:%d: %w", f.Dev, f.Ino, err)
+		}
+	}
+	g.Files += len(files)
+	for _, pid := range exempt {
+		if err := g.objs.Exempt.Put(uint32(pid), uint8(1)); err != nil {
+			return fmt.Errorf("gate: exempt pid %d: %w", pid, err)
+		}
+	}
+	return nil
 }
 
 // fileID is a file's identity as the kernel holds it: the inode's

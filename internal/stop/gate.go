@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
@@ -29,7 +30,7 @@ func (r *run) wantsGate() bool {
 // and says why.
 func (r *run) gate() error {
 	if !r.wantsGate() {
-		return nil
+		return nil // a spare in r.c.Gate is closed at the end of Run
 	}
 	files, note := gateFiles(r.c.Spec)
 	// The gate stops. FREEZE_GATE_ACTION=kill makes a run that is going
@@ -40,7 +41,23 @@ func (r *run) gate() error {
 	// deaths), so stopping stays the default and the order stays freeze,
 	// then kill.
 	kill := !r.c.Hold && os.Getenv("FREEZE_GATE_ACTION") == "kill"
-	g, err := gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill})
+	var g *gate.Gate
+	var err error
+	spare := r.c.Gate
+	r.c.Gate = nil // taken: used below, or closed
+	if spare != nil && spare.Kill == kill && r.c.BTF == "" {
+		t0 := time.Now()
+		g, err = spare, spare.Fill(files, gate.Exempt(r.c.FS))
+		g.LoadTook = time.Since(t0) // preloaded: only the filling counts
+		if err != nil {
+			g.Close()
+		}
+	} else {
+		if spare != nil {
+			spare.Close()
+		}
+		g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill})
+	}
 	if err == nil {
 		if err = g.Attach(); err != nil {
 			g.Close()

@@ -38,7 +38,11 @@ type Config struct {
 	Method freeze.Method
 	// BTF is the kernel type information the gate loads against (--btf);
 	// empty for the running kernel's.
-	BTF       string
+	BTF string
+	// Gate, if not nil, is a gate loaded ahead and still empty (a guard's
+	// spare): the run fills and attaches it instead of loading one, and
+	// closes it at the end like its own.
+	Gate      *gate.Gate
 	Hold      bool
 	DryRun    bool
 	Rounds    int
@@ -165,6 +169,9 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 		r.rec.Record(timeline.StageNone, timeline.StepFailed, err.Error(), timeline.F{"error": err.Error()})
 	}
 	r.closeGate()
+	if r.c.Gate != nil {
+		r.c.Gate.Close() // a spare this run had no use for
+	}
 	return r.out, err
 }
 
