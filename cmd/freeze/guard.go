@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -31,6 +32,9 @@ func runGuard(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze guard", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
+	autoN := fl.Int("auto", 0, "")
+	autoKill := fl.Bool("auto-kill", false, "")
+	autoUnder := fl.StringArray("auto-under", nil, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("%v", err)
@@ -46,13 +50,40 @@ func runGuard(o out, args []string) int {
 		o.hintf("freeze guard takes its requests from %s/%s and %s/%s, not from its command line", *runDir, guard.AskName, *runDir, guard.SocketName)
 		return exitUsage
 	}
+	switch {
+	case *autoN < 0:
+		o.errorf("--auto %d: give the number of live processes of one executable above which a growing chain is held, such as 300", *autoN)
+		return exitUsage
+	case *autoKill && *autoN == 0:
+		o.errorf("--auto-kill goes with --auto N: it says what an automatic hold may go on to do")
+		o.hintf("add --auto 300 (for example), or drop --auto-kill")
+		return exitUsage
+	}
 	say := func(s string) { o.sayf("guard: %s", s) }
+	var auto *guard.Auto
+	if *autoN > 0 {
+		var err error
+		for _, d := range *autoUnder {
+			if !filepath.IsAbs(d) {
+				o.errorf("--auto-under %q is not absolute", d)
+				return exitUsage
+			}
+		}
+		if auto, err = guard.StartAuto(*autoN, *autoKill, *autoUnder); err != nil {
+			o.errorf("guard: --auto needs the gate's fork counter: %s", gate.Explain(err))
+			o.hintf("run without --auto: requests by the FIFO and the socket need no BPF")
+			return exitRefused
+		}
+		defer auto.Close()
+		say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries more than %d forks in %v%s",
+			*autoN, 3, guard.AutoAttempts, guard.AutoEvery, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[*autoKill]))
+	}
 	raised, err := raise()
 	if err != nil && len(raised) == 0 {
 		o.warnf("guard: %v", err)
 	}
 	say("priority: " + strings.Join(raised, ", "))
-	g, err := guard.Arm(guard.Config{RunDir: *runDir, Say: say, Run: func(words []string, stdout, stderr io.Writer) guard.Result {
+	g, err := guard.Arm(guard.Config{RunDir: *runDir, Say: say, Auto: auto, Run: func(words []string, stdout, stderr io.Writer) guard.Result {
 		res := runLocal(out{stdout, stderr}, words)
 		loadSpare() // for the next request, while idle
 		// A run turns the collector off; the guard lives on.
@@ -170,7 +201,23 @@ after another, each with its own timeline; DIR/guard.log has one JSON
 line per start (unclean=1 after a guard that did not stop cleanly),
 request, refusal, and a census line a minute.
 
+Automatic mode (opt-in): with --auto N the guard holds a chain nobody
+asked it to, when one executable (one file) has more than N live
+processes, is its own ancestor three deep (a process of it whose parent
+and grandparent run it too), and tries more than 20 forks in 20 ms
+(counted in the kernel, refused or not). Holding is 'freeze --hold': growth
+frozen, nothing killed, reversible. A server's pool (master and workers:
+two deep), a recursive build (deep, but small) and a loop that runs a
+tool many times (one at a time) are left alone. Never acted on: the
+guard's own executable, PID 1's, daemons, shells and interpreters.
+
 Options:
         --run-dir DIR   where the FIFO, socket, log and ledger live
+        --auto N        hold, unasked, a growing chain of over N processes
+        --auto-under DIR  with --auto: only executables under DIR
+                        (repeatable), such as the CI runners' caches
+        --auto-kill     with --auto: go on to kill, but only a file that
+                        --revoke-exec would accept as disposable (under a
+                        temporary or cache directory)
     -h, --help          this text
 `

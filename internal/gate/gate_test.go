@@ -141,31 +141,45 @@ func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
 	}
 }
 
-// TestGateFollowsAChainThatExecsAnotherBinary: a process of the target
-// that execs another file is stopped at the exec, and stays gated as the
-// other file: continued, it is stopped again at its first fork.
-func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
+// shellAndSignal copies /bin/sh into the test's directory as name, and
+// makes a FIFO there that a chain's leader can wait on with the read
+// builtin, without forking, until release.
+func shellAndSignal(t *testing.T, name string) (fifo, sh string) {
+	t.Helper()
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "go")
-	other := filepath.Join(dir, "alt-b")
-	if err := exefile.Copy("/bin/sh", other); err != nil {
+	fifo, sh = filepath.Join(dir, "go"), filepath.Join(dir, name)
+	if err := exefile.Copy("/bin/sh", sh); err != nil {
 		t.Fatal(err)
 	}
 	if err := mkfifo(fifo); err != nil {
 		t.Fatal(err)
 	}
-	// read is a builtin: the leader waits without forking, then execs
-	// the other copy, which forks in a loop.
-	script := "read x < " + fifo + "; exec " + other + " -c 'while :; do /bin/true; done'"
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "alt-a", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second,
-		Command: []string{"/bin/sh", "-c", script}})
-	g := attach(t, fileOf(t, c.Path))
+	return fifo, sh
+}
+
+// release lets the leader waiting on fifo go on.
+func release(t *testing.T, fifo string) {
+	t.Helper()
 	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.WriteString("go\n")
 	w.Close()
+}
+
+// TestGateFollowsAChainThatExecsAnotherBinary: a process of the target
+// that execs another file is stopped at the exec, and stays gated as the
+// other file: continued, it is stopped again at its first fork.
+func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
+	fifo, other := shellAndSignal(t, "alt-b")
+	// read is a builtin: the leader waits without forking, then execs
+	// the other copy, which forks in a loop.
+	script := "read x < " + fifo + "; exec " + other + " -c 'while :; do /bin/true; done'"
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "alt-a", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second,
+		Command: []string{"/bin/sh", "-c", script}})
+	g := attach(t, fileOf(t, c.Path))
+	release(t, fifo)
 
 	pids := waitStopped(t, c, 10*time.Second)
 	if len(pids) != 1 {
@@ -204,24 +218,11 @@ func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
 // TestGateStopsAnExecOfTheTarget: whoever execs a target file is stopped
 // before its first instruction, and then gated.
 func TestGateStopsAnExecOfTheTarget(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "go")
-	target := filepath.Join(dir, "target")
-	if err := exefile.Copy("/bin/sh", target); err != nil {
-		t.Fatal(err)
-	}
-	if err := mkfifo(fifo); err != nil {
-		t.Fatal(err)
-	}
+	fifo, target := shellAndSignal(t, "target")
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second,
 		Command: []string{"/bin/sh", "-c", "read x < " + fifo + "; exec " + target + " -c 'while :; do /bin/true; done'"}})
 	g := attach(t, fileOf(t, target))
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.WriteString("go\n")
-	w.Close()
+	release(t, fifo)
 	pids := waitStopped(t, c, 10*time.Second)
 	cnt, _ := g.Counters()
 	if cnt.TargetExecs != 1 || cnt.ExecsStopped != 0 {

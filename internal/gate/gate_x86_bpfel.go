@@ -24,14 +24,16 @@ type gateFileId struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	gateMapCounters      = "counters"
-	gateMapExempt        = "exempt"
-	gateMapGated         = "gated"
-	gateMapTargets       = "targets"
-	gateProgGateExec     = "gate_exec"
-	gateProgGateFork     = "gate_fork"
-	gateProgGateSysEnter = "gate_sys_enter"
-	gateVarAction        = "action"
+	gateMapCounters       = "counters"
+	gateMapExempt         = "exempt"
+	gateMapForkCounts     = "fork_counts"
+	gateMapGated          = "gated"
+	gateMapTargets        = "targets"
+	gateProgCountSysEnter = "count_sys_enter"
+	gateProgGateExec      = "gate_exec"
+	gateProgGateFork      = "gate_fork"
+	gateProgGateSysEnter  = "gate_sys_enter"
+	gateVarAction         = "action"
 )
 
 // loadGate returns the embedded CollectionSpec for gate.
@@ -76,19 +78,21 @@ type gateSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateProgramSpecs struct {
-	GateExec     *ebpf.ProgramSpec `ebpf:"gate_exec"`
-	GateFork     *ebpf.ProgramSpec `ebpf:"gate_fork"`
-	GateSysEnter *ebpf.ProgramSpec `ebpf:"gate_sys_enter"`
+	CountSysEnter *ebpf.ProgramSpec `ebpf:"count_sys_enter"`
+	GateExec      *ebpf.ProgramSpec `ebpf:"gate_exec"`
+	GateFork      *ebpf.ProgramSpec `ebpf:"gate_fork"`
+	GateSysEnter  *ebpf.ProgramSpec `ebpf:"gate_sys_enter"`
 }
 
 // gateMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateMapSpecs struct {
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Exempt   *ebpf.MapSpec `ebpf:"exempt"`
-	Gated    *ebpf.MapSpec `ebpf:"gated"`
-	Targets  *ebpf.MapSpec `ebpf:"targets"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	Exempt     *ebpf.MapSpec `ebpf:"exempt"`
+	ForkCounts *ebpf.MapSpec `ebpf:"fork_counts"`
+	Gated      *ebpf.MapSpec `ebpf:"gated"`
+	Targets    *ebpf.MapSpec `ebpf:"targets"`
 }
 
 // gateVariableSpecs contains global variables before they are loaded into the kernel.
@@ -118,16 +122,18 @@ func (o *gateObjects) Close() error {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateMaps struct {
-	Counters *ebpf.Map `ebpf:"counters"`
-	Exempt   *ebpf.Map `ebpf:"exempt"`
-	Gated    *ebpf.Map `ebpf:"gated"`
-	Targets  *ebpf.Map `ebpf:"targets"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	Exempt     *ebpf.Map `ebpf:"exempt"`
+	ForkCounts *ebpf.Map `ebpf:"fork_counts"`
+	Gated      *ebpf.Map `ebpf:"gated"`
+	Targets    *ebpf.Map `ebpf:"targets"`
 }
 
 func (m *gateMaps) Close() error {
 	return _GateClose(
 		m.Counters,
 		m.Exempt,
+		m.ForkCounts,
 		m.Gated,
 		m.Targets,
 	)
@@ -144,13 +150,15 @@ type gateVariables struct {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gatePrograms struct {
-	GateExec     *ebpf.Program `ebpf:"gate_exec"`
-	GateFork     *ebpf.Program `ebpf:"gate_fork"`
-	GateSysEnter *ebpf.Program `ebpf:"gate_sys_enter"`
+	CountSysEnter *ebpf.Program `ebpf:"count_sys_enter"`
+	GateExec      *ebpf.Program `ebpf:"gate_exec"`
+	GateFork      *ebpf.Program `ebpf:"gate_fork"`
+	GateSysEnter  *ebpf.Program `ebpf:"gate_sys_enter"`
 }
 
 func (p *gatePrograms) Close() error {
 	return _GateClose(
+		p.CountSysEnter,
 		p.GateExec,
 		p.GateFork,
 		p.GateSysEnter,

@@ -59,6 +59,8 @@ type Config struct {
 	Run    Runner
 	// Say prints a line of the guard's own (its stderr, the journal).
 	Say func(string)
+	// Auto, if set, is the automatic mode (--auto N): Serve watches with it.
+	Auto *Auto
 }
 
 // Guard is an armed guard.
@@ -186,6 +188,9 @@ func (g *Guard) Close() error {
 func (g *Guard) Serve(stop <-chan struct{}) {
 	go g.readFIFO()
 	go g.accept()
+	if g.c.Auto != nil {
+		go g.watch(g.c.Auto, stop)
+	}
 	for {
 		select {
 		case <-stop:
@@ -352,9 +357,9 @@ func (g *Guard) handle(r request) {
 func (g *Guard) refuse(r request, code int) {
 	if r.conn != nil {
 		fmt.Fprintf(r.conn, "2 freeze: error: guard: %v\nexit %d\n", r.err, code)
-		if r.done != nil {
-			close(r.done)
-		}
+	}
+	if r.done != nil {
+		close(r.done)
 	}
 	g.c.Say(fmt.Sprintf("refused a request from %s (uid %d): %v", r.source, r.uid, r.err))
 	g.record(map[string]any{"event": "refused", "source": r.source, "uid": r.uid, "pid": r.pid, "line": r.line, "error": r.err.Error(), "exit": code})

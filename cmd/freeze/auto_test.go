@@ -1,0 +1,134 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/containtest"
+	"freeze/internal/exefile"
+	"freeze/internal/gate"
+)
+
+// autoRequests are the guard's automatic runs so far.
+func autoRequests(t *testing.T, dir string) []map[string]any {
+	var out []map[string]any
+	for _, e := range logEvents(t, dir) {
+		if e["event"] == "request" && e["source"] == "auto" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// --auto 300 holds a growing chain before it reaches 1,000 processes, and
+// leaves alone a pool of 400 workers, 2,000 runs of a tool one after
+// another, and a recursive tree five deep. The guard is limited to the
+// test's own directory (--auto-under), so it can never act on another
+// test's chain.
+func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard, the gate's counter and the chains' pids cgroups")
+	}
+	if k := gate.Probe(""); !k[0].OK {
+		t.Skipf("the gate's counter does not load here: %s", k[0].Why)
+	}
+	bin := buildFreeze(t)
+	base := t.TempDir()
+	cache := filepath.Join(base, "cache")
+	run := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", run, "--auto", "300", "--auto-under", base}})
+	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+
+	t.Run("pool-of-400", func(t *testing.T) {
+		fifo := filepath.Join(base, "never")
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// One parent forks 400 workers of its own executable, each
+		// waiting on a FIFO nobody writes: a server's pool, two deep.
+		pool := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "pool", Dir: cache, Cap: 500, HopCap: 1, Timeout: 120 * time.Second,
+			Command: []string{"/bin/sh", "-c", "i=0; while [ $i -lt 400 ]; do (read x < " + fifo + ") & i=$((i+1)); done; wait"}})
+		removeGroupAtCleanup(t, pool.Path) // were it wrongly held
+		if n := pool.WaitPopulation(401, 30*time.Second); n < 401 {
+			t.Fatalf("pool reached %d of 401", n)
+		}
+		time.Sleep(500 * time.Millisecond) // many looks
+		if n := pool.Population(); n < 401 {
+			t.Errorf("the pool went from 401 to %d", n)
+		}
+		pool.Kill()
+	})
+	t.Run("loop-of-2000", func(t *testing.T) {
+		tool := filepath.Join(base, "tool")
+		if err := exefile.Copy("/bin/true", tool); err != nil {
+			t.Fatal(err)
+		}
+		loop := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Dir: cache, Cap: 20, HopCap: 1, Timeout: 120 * time.Second,
+			Command: []string{"/bin/sh", "-c", "i=0; while [ $i -lt 2000 ]; do " + tool + "; i=$((i+1)); done"}})
+		removeGroupAtCleanup(t, loop.Path)
+		if ws, ok := loop.Exit(100 * time.Second); !ok || ws.ExitStatus() != 0 {
+			t.Fatalf("the loop: exit %d (finished %v): %s", ws.ExitStatus(), ok, loop.Stderr())
+		}
+	})
+	t.Run("recursive-depth-5", func(t *testing.T) {
+		sh := filepath.Join(cache, "rec")
+		script := filepath.Join(base, "rec.sh")
+		body := "d=${1:-0}; if [ $d -lt 5 ]; then " + sh + " " + script + " $((d+1)) & " + sh + " " + script + " $((d+1)) & wait; fi\n"
+		if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rec := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "rec", Dir: cache, Cap: 200, HopCap: 1, Timeout: 120 * time.Second,
+			Command: []string{"/bin/sh", script}})
+		removeGroupAtCleanup(t, rec.Path)
+		if ws, ok := rec.Exit(100 * time.Second); !ok || ws.ExitStatus() != 0 {
+			t.Fatalf("the recursive tree: exit %d (finished %v): %s", ws.ExitStatus(), ok, rec.Stderr())
+		}
+	})
+	if reqs := autoRequests(t, run); len(reqs) > 0 {
+		t.Fatalf("the guard acted on legitimate work: %v", reqs)
+	}
+
+	t.Run("chain", func(t *testing.T) {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "runaway", Dir: cache, Cap: 3000, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
+		removeGroupAtCleanup(t, c.Path)
+		e := waitLog(t, run, 60*time.Second, func(e map[string]any) bool {
+			return e["event"] == "request" && e["source"] == "auto"
+		})
+		if tl, _ := e["timeline"].(string); tl != "" {
+			t.Cleanup(func() { os.Remove(tl) })
+		}
+		if e["outcome"] != "held" || e["exit"] != 0.0 {
+			t.Fatalf("the automatic run: %v\n%s", e, g.Stderr())
+		}
+		words, _ := e["request"].([]any)
+		if ws := toString(words); ws != "--path "+c.Path+" --hold" {
+			t.Fatalf("the automatic request %v: want --path %s --hold", words, c.Path)
+		}
+		peak := c.Peak()
+		t.Logf("held at a peak of %d tasks", peak)
+		if peak >= 1000 {
+			t.Errorf("the chain reached %d tasks before the guard held it, want under 1,000", peak)
+		}
+		before := c.Population()
+		time.Sleep(300 * time.Millisecond)
+		if after := c.Population(); after != before {
+			t.Errorf("the held chain went from %d to %d", before, after)
+		}
+	})
+}
+
+func toString(v []any) string {
+	var s []string
+	for _, x := range v {
+		if str, ok := x.(string); ok {
+			s = append(s, str)
+		}
+	}
+	return strings.Join(s, " ")
+}

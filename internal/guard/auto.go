@@ -1,0 +1,218 @@
+package guard
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"freeze/internal/freeze"
+	"freeze/internal/gate"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+)
+
+// Auto is the guard's automatic mode (--auto N): it holds a chain that
+// nobody asked it to, when all of these are true of one executable (one
+// file identity):
+//
+//  1. its processes tried at least AutoAttempts forks within one look
+//     (AutoEvery), counted in the kernel by the gate's counter: a chain
+//     that is growing, or spinning at a cap that /proc shows as flat;
+//  2. more than N of its processes are alive;
+//  3. it is its own ancestor three deep: a process of it whose parent and
+//     grandparent run it too. A server's pool (a master that forks its
+//     workers) is two deep however many workers it has; a recursive build
+//     is deep but small; a loop that runs a tool many times is one
+//     process at a time.
+//
+// Holding is the stop order with --hold: growth frozen, nothing killed,
+// reversible. With --auto-kill the run goes on to kill, but only for a
+// file that --revoke-exec would also accept as disposable. Never: the
+// guard's own executable, PID 1's, a daemon's, or an interpreter's
+// (match.Refuse without --arg: the guard cannot narrow its chain).
+type Auto struct {
+	N    int
+	Kill bool
+	// Under, if set, limits the automatic mode to executables under these
+	// directories (--auto-under): the CI runners' caches, say.
+	Under   []string
+	counter *gate.Counter
+	last    map[gate.FileKey]uint64
+	self    proc.File
+}
+
+// AutoEvery is how often the counter is read; AutoAttempts the fork
+// attempts of one executable within one look that make it worth a /proc
+// scan (1,000 a second).
+const (
+	AutoEvery    = 20 * time.Millisecond
+	AutoAttempts = 20
+	autoDepth    = 3
+)
+
+// StartAuto attaches the counter.
+func StartAuto(n int, kill bool, under []string) (*Auto, error) {
+	c, err := gate.StartCounter()
+	if err != nil {
+		return nil, err
+	}
+	self, _ := proc.Default.ExeFile(os.Getpid())
+	return &Auto{N: n, Kill: kill, Under: under, counter: c, last: map[gate.FileKey]uint64{}, self: self}, nil
+}
+
+// Close detaches the counter.
+func (a *Auto) Close() error { return a.counter.Close() }
+
+// suspect is an executable the counter saw forking hard.
+type suspect struct {
+	key      gate.FileKey
+	attempts uint64
+}
+
+// look reads the counter and returns the executables over AutoAttempts
+// since the last look.
+func (a *Auto) look() []suspect {
+	now, err := a.counter.Read()
+	if err != nil {
+		return nil
+	}
+	var out []suspect
+	for k, v := range now {
+		if d := v - a.last[k]; d >= AutoAttempts {
+			out = append(out, suspect{k, d})
+		}
+	}
+	a.last = now
+	return out
+}
+
+// Verdict is the decision about one suspect.
+type Verdict struct {
+	Path     string
+	Live     int
+	Depth    int
+	Attempts uint64
+	Act      bool
+	Why      string
+	Words    []string // the request to run when Act
+}
+
+// judge scans /proc for the suspect's processes and applies the rule.
+func (a *Auto) judge(s suspect) Verdict {
+	v := Verdict{Attempts: s.attempts}
+	pids, err := proc.Default.PIDs(nil)
+	if err != nil {
+		v.Why = err.Error()
+		return v
+	}
+	parent := map[int]int{}
+	mine := map[int]bool{}
+	for _, pid := range pids {
+		f, err := proc.Default.ExeFile(pid)
+		if err != nil || gate.KeyOf(f) != s.key {
+			continue
+		}
+		st, err := proc.Default.ReadStat(pid)
+		if err != nil || st.Zombie() || st.Kernel() {
+			continue
+		}
+		mine[pid], parent[pid] = true, st.PPID
+		if v.Path == "" {
+			v.Path, _, _ = proc.Default.ExePath(pid)
+		}
+	}
+	v.Live = len(mine)
+	for pid := range mine {
+		d := 1
+		for p := parent[pid]; mine[p] && d < autoDepth; p = parent[p] {
+			d++
+		}
+		v.Depth = max(v.Depth, d)
+	}
+	switch {
+	case v.Path != "" && !a.within(v.Path):
+		v.Why = "outside --auto-under"
+	case v.Path == "":
+		v.Why = "no live process of it left"
+	case v.Live <= a.N:
+		v.Why = fmt.Sprintf("%d alive, not more than %d", v.Live, a.N)
+	case v.Depth < autoDepth:
+		v.Why = fmt.Sprintf("%d alive but only %d deep (a pool, not a chain)", v.Live, v.Depth)
+	default:
+		v.Act, v.Why = a.allowed(v.Path)
+	}
+	if v.Act {
+		v.Words = []string{"--path", v.Path, "--hold"}
+		if a.Kill {
+			if _, err := freeze.CheckRevoke(v.Path, freeze.DisposableRoots(nil), false); err == nil {
+				v.Words = []string{"--path", v.Path}
+				v.Why += "; disposable, so killed (--auto-kill)"
+			} else {
+				v.Why += fmt.Sprintf("; held, not killed: %v", err)
+			}
+		}
+	}
+	return v
+}
+
+func (a *Auto) within(path string) bool {
+	if len(a.Under) == 0 {
+		return true
+	}
+	for _, d := range a.Under {
+		if rel, err := filepath.Rel(d, path); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return true
+		}
+	}
+	return false
+}
+
+// allowed applies the rules no automatic run may break.
+func (a *Auto) allowed(path string) (bool, string) {
+	t, err := match.Resolve(path)
+	if err != nil {
+		return false, err.Error()
+	}
+	if t.File.Dev == a.self.Dev && t.File.Ino == a.self.Ino {
+		return false, "it is the guard's own executable"
+	}
+	if r := match.Refuse(proc.Default, t, false, false); r != nil {
+		return false, r.Rule + " (never acted on automatically)"
+	}
+	return true, "a growing chain"
+}
+
+// watch looks every AutoEvery until stop, and queues a request for each
+// executable the rule says to act on.
+func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
+	t := time.NewTicker(AutoEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, s := range a.look() {
+			v := a.judge(s)
+			if !v.Act && v.Live <= a.N {
+				continue // busy but small: not worth a log line every look
+			}
+			g.record(map[string]any{"event": "auto-look", "path": v.Path, "live": v.Live, "depth": v.Depth, "attempts": v.Attempts, "act": v.Act, "why": v.Why})
+			if !v.Act {
+				continue
+			}
+			g.c.Say(fmt.Sprintf("auto: %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
+			r := request{source: "auto", uid: -1, words: v.Words, line: fmt.Sprint(v.Words), done: make(chan struct{})}
+			g.enqueue(r)
+			// One at a time: the next look comes after this run.
+			select {
+			case <-r.done:
+			case <-stop:
+				return
+			}
+		}
+	}
+}
