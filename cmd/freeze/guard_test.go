@@ -106,6 +106,14 @@ func TestGuard(t *testing.T) {
 	}
 	bin := buildFreeze(t)
 	g, dir := startGuard(t, bin)
+	t.Cleanup(func() {
+		// The timelines of the guard's runs that chose no place.
+		for _, e := range logEvents(t, dir) {
+			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, "/var/tmp/freeze/") {
+				os.Remove(tl)
+			}
+		}
+	})
 	chain := func(t *testing.T) *containtest.Chain {
 		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
 		if n := c.WaitPopulation(200, 30*time.Second); n != 200 {
@@ -191,6 +199,25 @@ func TestGuard(t *testing.T) {
 		}
 		waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "refused" && e["uid"] == 65534.0 })
 	})
+
+	// freeze drill --guard practises through the running guard, by each
+	// door.
+	for _, via := range []string{"fifo", "socket"} {
+		t.Run("drill-"+via, func(t *testing.T) {
+			tmp := filepath.Join(t.TempDir(), "drill-tmp")
+			os.Mkdir(tmp, 0o755)
+			tl := filepath.Join(t.TempDir(), "drill.jsonl")
+			d := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Env: []string{"TMPDIR=" + tmp}, Cap: 2500, HopCap: 1, Timeout: 120 * time.Second,
+				Command: []string{bin, "drill", "--size", "100", "--guard", via, "--run-dir", dir, "--timeline", tl}})
+			ws, ok := d.Exit(110 * time.Second)
+			if !ok || ws.ExitStatus() != 0 || !strings.Contains(d.Stderr(), "by the guard (through its "+via+")") {
+				t.Fatalf("drill --guard %s: exit %d (finished %v):\n%s", via, ws.ExitStatus(), ok, d.Stderr())
+			}
+			if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+				t.Fatalf("the drill left %s behind", ents[0].Name())
+			}
+		})
+	}
 
 	t.Run("malformed-and-flood", func(t *testing.T) {
 		before := rssKiB(t, g.Leader)

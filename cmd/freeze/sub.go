@@ -11,6 +11,8 @@ import (
 
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
+	"freeze/internal/guard"
+	"freeze/internal/match"
 	"freeze/internal/stop"
 	"freeze/internal/timeline"
 	"freeze/runbooks"
@@ -101,6 +103,8 @@ func runDrill(o out, args []string) int {
 	method := fl.StringP("method", "m", "auto", "")
 	tpath := fl.StringP("timeline", "t", "", "")
 	timeout := fl.Duration("timeout", defaultTimeout, "")
+	via := fl.String("guard", "", "")
+	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("drill: %v", err)
@@ -125,7 +129,32 @@ func runDrill(o out, args []string) int {
 	m, err := freeze.ParseMethod(*method, false)
 	if err != nil {
 		o.errorf("drill: unknown --method %q", *method)
-		o.hintf("use auto, cgroup2, cgroup1 or sigstop")
+		o.hintf("use auto, bpf, cgroup2, cgroup1 or sigstop")
+		return exitUsage
+	}
+	var ask func([]string) (guard.Result, error)
+	switch *via {
+	case "":
+	case "fifo":
+		ask = func(words []string) (guard.Result, error) {
+			o.sayf("drill: asking the guard at %s through its FIFO: echo %s > %s", *runDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(*runDir, guard.AskName))
+			return guard.AskFIFO(*runDir, words, *timeout+30*time.Second)
+		}
+	case "socket":
+		ask = func(words []string) (guard.Result, error) {
+			tl := filepath.Join(timelineDir, "drill-guard-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
+			words = append(words, "--timeline", tl)
+			o.sayf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", *runDir)
+			code, err := guard.Ask(*runDir, words, o.stderr, o.stderr)
+			outcome := "zero"
+			if code != 0 {
+				outcome = fmt.Sprintf("exit %d", code)
+			}
+			return guard.Result{Code: code, Outcome: outcome, Timeline: tl}, err
+		}
+	default:
+		o.errorf("drill: --guard %q: use fifo or socket", *via)
+		o.hintf("start one first: freeze guard (or systemctl start freeze-guard)")
 		return exitUsage
 	}
 	if *tpath == "" {
@@ -134,7 +163,7 @@ func runDrill(o out, args []string) int {
 	raised, _ := raise()
 	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
 	rec := openTimeline(o, *tpath)
-	rep, err := drill.Run(drill.Config{Size: *size, Shape: *shape, Method: m, Timeout: *timeout, Rounds: defaultRounds, Priority: raised},
+	rep, err := drill.Run(drill.Config{Size: *size, Shape: *shape, Method: m, Timeout: *timeout, Rounds: defaultRounds, Priority: raised, Ask: ask},
 		rec, func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) })
 	ok := err == nil && rep.StopErr == nil && rep.Outcome.Kind == stop.Zero && len(rep.Leftovers) == 0
 	rec.Record(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
@@ -153,7 +182,11 @@ func runDrill(o out, args []string) int {
 		o.hintf("read the timeline, and 'freeze runbook no-cgroup' if no cgroup could be used")
 		return exitSurvivors
 	}
-	o.sayf("drill passed: %d processes contained to zero in %v with --method %s; nothing left behind", rep.Reached, rep.Incident.Round(time.Millisecond), rep.Outcome.Group.Method())
+	if rep.Guard != nil {
+		o.sayf("drill passed: %d processes contained to zero in %v by the guard (through its %s); nothing left behind; the guard's timeline: %s", rep.Reached, rep.Incident.Round(time.Millisecond), *via, rep.Guard.Timeline)
+	} else {
+		o.sayf("drill passed: %d processes contained to zero in %v with --method %s; nothing left behind", rep.Reached, rep.Incident.Round(time.Millisecond), rep.Outcome.Group.Method())
+	}
 	o.sayf("in an incident here: freeze --path /abs/path/of/the/runaway (this machine would use --method %s)", rep.WouldUse)
 	if rec.Path() != "" {
 		o.sayf("timeline: %s (render it with: freeze timeline %s)", rec.Path(), rec.Path())
@@ -173,9 +206,14 @@ supports, and which method an incident here would use.
 Options:
         --size N             processes in the chain (default 300, at most 2000)
         --shape SHAPE        tree (default), line or churn
-    -m, --method METHOD      auto (default), cgroup2, cgroup1 or sigstop
+    -m, --method METHOD      auto (default), bpf, cgroup2, cgroup1 or sigstop
     -t, --timeline FILE      write the timeline here
         --timeout DURATION   give the stop order up after DURATION (default 60s)
+        --guard fifo|socket  practise through a running 'freeze guard': ask
+                             it through its FIFO (as 'echo ... > ask'
+                             would) or its socket (as 'freeze --path'
+                             does), instead of running the stop order here
+        --run-dir DIR        the guard's directory (default /run/freeze)
 
 Exit codes:
     0   the chain was contained to zero and nothing was left behind

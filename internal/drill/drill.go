@@ -27,6 +27,7 @@ import (
 	"freeze/internal/exefile"
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
+	"freeze/internal/guard"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
@@ -50,6 +51,9 @@ const (
 
 // Config is one drill.
 type Config struct {
+	// Ask, if set, hands the stop order to a running guard (freeze drill
+	// --guard) instead of running it here.
+	Ask func(words []string) (guard.Result, error)
 	Size     int
 	Shape    string // tree, line, churn
 	Method   freeze.Method
@@ -66,6 +70,7 @@ type Report struct {
 	Cap         string // how the chain was capped
 	Reached     int    // population when the stop order started
 	Outcome     stop.Outcome
+	Guard       *guard.Result // the guard's answer, with Config.Ask
 	Leftovers   []string
 	StopErr     error
 	Incident    time.Duration
@@ -155,11 +160,26 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 		method = freeze.Auto
 	}
 	t0 := time.Now()
-	rep.Outcome, rep.StopErr = stop.Run(stop.Config{
-		FS: proc.Default, Spec: match.Spec{Targets: []match.Target{tg}}, Method: method,
-		Rounds: c.Rounds, Timeout: c.Timeout, RoundWait: 3 * time.Second,
-		Command: append([]string{"freeze", "--path", ch.path}, "(drill)"), Priority: c.Priority,
-	}, rec)
+	if c.Ask != nil {
+		// Through a running guard: the request as an operator would make
+		// it; the guard's own timeline has the run.
+		words := []string{"--path", ch.path, "--method", string(method), "--timeout", c.Timeout.String()}
+		res, err := c.Ask(words)
+		rep.Guard, rep.StopErr = &res, err
+		if err == nil && (res.Code != 0 || res.Outcome != "zero") {
+			rep.StopErr = fmt.Errorf("the guard's run ended %q, exit %d (its timeline: %s)", res.Outcome, res.Code, res.Timeline)
+		}
+		if err == nil {
+			rep.Outcome.Kind = stop.Zero
+			rep.Outcome.GatePrograms = gatePrograms(res.Timeline)
+		}
+	} else {
+		rep.Outcome, rep.StopErr = stop.Run(stop.Config{
+			FS: proc.Default, Spec: match.Spec{Targets: []match.Target{tg}}, Method: method,
+			Rounds: c.Rounds, Timeout: c.Timeout, RoundWait: 3 * time.Second,
+			Command: append([]string{"freeze", "--path", ch.path}, "(drill)"), Priority: c.Priority,
+		}, rec)
+	}
 	rep.Incident = time.Since(t0)
 	if left := ch.live(); len(left) > 0 {
 		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("%d chain processes alive after the stop order: %v", len(left), head(left, 10)))
@@ -395,4 +415,26 @@ func ifElse(b bool, y, n string) string {
 		return y
 	}
 	return n
+}
+
+// gatePrograms reads the gate's program ids from a run's timeline, so the
+// drill can check that a guard's run left none loaded either.
+func gatePrograms(path string) []uint32 {
+	events, err := timeline.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var ids []uint32
+	for _, e := range events {
+		if e.Step != timeline.StepGateAttached {
+			continue
+		}
+		list, _ := e.Fields["programs"].([]any)
+		for _, v := range list {
+			if f, ok := v.(float64); ok {
+				ids = append(ids, uint32(f))
+			}
+		}
+	}
+	return ids
 }

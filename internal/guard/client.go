@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrNoGuard means no guard answers at the run directory: run locally.
@@ -55,4 +58,50 @@ func Ask(runDir string, words []string, stdout, stderr io.Writer) (int, error) {
 		return 0, fmt.Errorf("send the request to the guard: %w", sendErr)
 	}
 	return 0, ErrLost
+}
+
+// AskFIFO writes a request into the guard's FIFO, as an operator's shell
+// would with echo, and waits up to within for the guard to log its
+// outcome. The words are quoted so that the guard splits them back as
+// they are.
+func AskFIFO(runDir string, words []string, within time.Duration) (Result, error) {
+	var q []string
+	for _, w := range words {
+		q = append(q, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
+	}
+	logPath := filepath.Join(runDir, LogName)
+	seen := countLines(logPath)
+	f, err := os.OpenFile(filepath.Join(runDir, AskName), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		// ENXIO: a FIFO nobody reads, so no guard runs.
+		return Result{}, fmt.Errorf("%w (%v)", ErrNoGuard, err)
+	}
+	_, err = f.WriteString(strings.Join(q, " ") + "\n")
+	f.Close()
+	if err != nil {
+		return Result{}, err
+	}
+	end := time.Now().Add(within)
+	for time.Now().Before(end) {
+		b, _ := os.ReadFile(logPath)
+		lines := strings.Split(string(b), "\n")
+		for _, line := range lines[min(seen, len(lines)):] {
+			var e struct {
+				Event, Outcome, Timeline, Source string
+				Exit                         int
+				Request                      []string
+			}
+			if json.Unmarshal([]byte(line), &e) != nil || e.Event != "request" || e.Source != "fifo" || !slices.Equal(e.Request, words) {
+				continue
+			}
+			return Result{Code: e.Exit, Outcome: e.Outcome, Timeline: e.Timeline}, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return Result{}, fmt.Errorf("the guard logged no outcome of the request within %v: see %s", within, logPath)
+}
+
+func countLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
 }
