@@ -53,7 +53,7 @@ const (
 type Config struct {
 	// Ask, if set, hands the stop order to a running guard (freeze drill
 	// --guard) instead of running it here.
-	Ask func(words []string) (guard.Result, error)
+	Ask      func(words []string) (guard.Result, error)
 	Size     int
 	Shape    string // tree, line, churn
 	Method   freeze.Method

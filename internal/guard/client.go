@@ -88,8 +88,8 @@ func AskFIFO(runDir string, words []string, within time.Duration) (Result, error
 		for _, line := range lines[min(seen, len(lines)):] {
 			var e struct {
 				Event, Outcome, Timeline, Source string
-				Exit                         int
-				Request                      []string
+				Exit                             int
+				Request                          []string
 			}
 			if json.Unmarshal([]byte(line), &e) != nil || e.Event != "request" || e.Source != "fifo" || !slices.Equal(e.Request, words) {
 				continue
