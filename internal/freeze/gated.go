@@ -35,7 +35,7 @@ type gated struct {
 // moved into a group opened as Open(fs, Auto, name) would.
 func OpenGated(fs proc.FS, gt *gate.Gate, hold bool, name string) (Group, string, error) {
 	g := &gated{gate: gt, files: gt.Files > 0, marked: map[proc.ID]bool{}}
-	why := "the gate is attached: the chain cannot fork or exec, so its set is fixed; killed by pidfd with no move"
+	why := "the gate is attached: the chain cannot fork or exec, so its set is fixed; killed by the gate's own kill (one pass in the kernel), with no move"
 	if !hold && len(GroupDirs(name)) == 0 {
 		return g, why, nil
 	}
@@ -69,7 +69,10 @@ func (g *gated) Holds() bool   { return g.inner != nil && g.inner.Holds() }
 // frozen one that a thaw resumes.
 func (g *gated) StopFirst() bool { return g.inner != nil && g.inner.StopFirst() }
 
-func (g *gated) KillReachesAll() bool { return g.inner != nil && g.inner.KillReachesAll() }
+// KillReachesAll: the gate's kill (a task iterator in the kernel) reaches
+// every process the gate knows, by file or by mark: what Snapshot calls
+// inside.
+func (g *gated) KillReachesAll() bool { return g.inner == nil || g.inner.KillReachesAll() }
 
 func (g *gated) ThawHint() string {
 	if g.inner != nil {
@@ -114,7 +117,8 @@ func (g *gated) Kill() error {
 	if g.inner != nil {
 		return g.inner.Kill()
 	}
-	return nil
+	_, err := g.gate.KillAll()
+	return err
 }
 
 func (g *gated) Populated() (bool, error) {

@@ -49,6 +49,7 @@ enum {
 	C_EXEC_STOPPED,   // exec-family calls of the chain answered with SIGSTOP
 	C_TARGET_EXEC,    // execs of a target file by a task not yet gated
 	C_LINEAGE,        // children marked because their parent is gated
+	C_KILLED,         // processes the kill iterator signalled
 	C_MAX,
 };
 
@@ -177,6 +178,25 @@ int BPF_PROG(gate_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	bpf_task_storage_get(&gated, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	bpf_send_signal(action);
 	count(C_TARGET_EXEC);
+	return 0;
+}
+
+// The kill: one pass over every task in the kernel (a task iterator,
+// run by reading its link), SIGKILL to each process of the chain, by the
+// same test as the gate's. One system call for the whole chain, as
+// cgroup.kill is for a group, without moving anything into one.
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym;
+
+SEC("iter/task")
+int gate_kill(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	if (!t || t->pid != t->tgid || t->exit_state)
+		return 0;
+	if (!in_chain(t))
+		return 0;
+	if (bpf_send_signal_task(t, 9, PIDTYPE_TGID, 0) == 0)
+		count(C_KILLED);
 	return 0;
 }
 

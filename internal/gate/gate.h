@@ -40,6 +40,7 @@ struct mm_struct {
 
 struct task_struct {
 	unsigned int flags;
+	int exit_state;
 	pid_t pid;
 	pid_t tgid;
 	struct mm_struct *mm;
@@ -51,6 +52,18 @@ struct linux_binprm {
 } __PRESERVE;
 
 struct pt_regs;
+
+struct bpf_iter_meta;
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+} __PRESERVE;
+
+enum pid_type {
+	PIDTYPE_PID,
+	PIDTYPE_TGID,
+};
 
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,

@@ -300,3 +300,34 @@ func TestGateKillEmptiesASpinningChain(t *testing.T) {
 		t.Errorf("the decoy has %d processes, want its 50", n)
 	}
 }
+
+// KillAll kills the chain in one pass in the kernel: a tree of 300
+// empties, its decoy copy lives, and the count is the chain's.
+func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loading BPF programs")
+	}
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 20, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2", Dir: c.Dir})
+	c.WaitPopulation(300, 30*time.Second)
+	decoy.WaitPopulation(20, 30*time.Second)
+	g := attach(t, fileOf(t, c.Path))
+	live := len(c.Survivors())
+	n, err := g.KillAll()
+	if err != nil {
+		t.Skipf("the kill iterator does not run here: %v", err)
+	}
+	if n < live || n > 300 {
+		t.Errorf("KillAll signalled %d, want the chain's %d (at most its cap of 300)", n, live)
+	}
+	end := time.Now().Add(20 * time.Second)
+	for len(c.Survivors()) > 0 {
+		if time.Now().After(end) {
+			t.Fatalf("%d processes of the chain alive 20s after KillAll", len(c.Survivors()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(decoy.Survivors()); n != 20 {
+		t.Errorf("the decoy has %d processes, want its 20", n)
+	}
+}

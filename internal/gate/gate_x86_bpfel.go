@@ -32,6 +32,7 @@ const (
 	gateProgCountSysEnter = "count_sys_enter"
 	gateProgGateExec      = "gate_exec"
 	gateProgGateFork      = "gate_fork"
+	gateProgGateKill      = "gate_kill"
 	gateProgGateSysEnter  = "gate_sys_enter"
 	gateVarAction         = "action"
 )
@@ -81,6 +82,7 @@ type gateProgramSpecs struct {
 	CountSysEnter *ebpf.ProgramSpec `ebpf:"count_sys_enter"`
 	GateExec      *ebpf.ProgramSpec `ebpf:"gate_exec"`
 	GateFork      *ebpf.ProgramSpec `ebpf:"gate_fork"`
+	GateKill      *ebpf.ProgramSpec `ebpf:"gate_kill"`
 	GateSysEnter  *ebpf.ProgramSpec `ebpf:"gate_sys_enter"`
 }
 
@@ -153,6 +155,7 @@ type gatePrograms struct {
 	CountSysEnter *ebpf.Program `ebpf:"count_sys_enter"`
 	GateExec      *ebpf.Program `ebpf:"gate_exec"`
 	GateFork      *ebpf.Program `ebpf:"gate_fork"`
+	GateKill      *ebpf.Program `ebpf:"gate_kill"`
 	GateSysEnter  *ebpf.Program `ebpf:"gate_sys_enter"`
 }
 
@@ -161,6 +164,7 @@ func (p *gatePrograms) Close() error {
 		p.CountSysEnter,
 		p.GateExec,
 		p.GateFork,
+		p.GateKill,
 		p.GateSysEnter,
 	)
 }

@@ -94,15 +94,19 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 		}
 		r := Round{N: n, Live: res.Live()}
 		groupKilled := false
-		if populated {
+		// The group's own kill first, whenever anything is alive: a
+		// cgroup's kill of what it holds, the gate's of everything it
+		// gates (which need not be in any group).
+		if populated || res.Live() > 0 {
 			if err := c.Group.Kill(); err != nil {
 				r.GroupErr = err.Error()
 			} else {
 				groupKilled = c.Group.KillReachesAll()
 			}
 		}
-		var direct []proc.ID
+		var all []proc.ID // to wait for: what the group's kill reached too
 		for _, p := range res.Procs {
+			all = append(all, p.ID)
 			in := inside(p)
 			if in {
 				r.Inside++
@@ -110,7 +114,6 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			if in && groupKilled {
 				continue
 			}
-			direct = append(direct, p.ID)
 			h, err := c.FS.Open(p.ID)
 			if err != nil {
 				continue // gone, or the pid now belongs to someone else
@@ -120,7 +123,7 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			}
 			h.Close()
 		}
-		waitDeaths(c, direct, minTime(time.Now().Add(c.Wait), c.Deadline))
+		waitDeaths(c, all, minTime(time.Now().Add(c.Wait), c.Deadline))
 		r.Took = time.Since(t0)
 		onRound(r)
 		if c.Stop != nil && c.Stop() {
@@ -150,8 +153,8 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 	return out, fmt.Errorf("%w: %d", ErrSurvivors, len(out.Survivors))
 }
 
-// waitDeaths waits until the group is empty and every process signalled
-// by pidfd is gone or a zombie, or until deadline.
+// waitDeaths waits until the group is empty and every process of the
+// round's scan is gone or a zombie, or until deadline.
 func waitDeaths(c Config, direct []proc.ID, deadline time.Time) {
 	next := 0 // direct[:next] are known dead
 	for {
