@@ -1,6 +1,8 @@
 // Package gate is freeze's kernel gate: three tp_btf programs that stop
 // every process of a chain at its next fork, clone or exec, in one step,
-// whatever the chain's size (gate.bpf.c says how). It lives only while
+// whatever the chain's size (gate.bpf.c says how); a task iterator that
+// kills the gated chain in one pass (KillAll); and a count-only program
+// for the guard (Counter). It lives only while
 // freeze runs: nothing is pinned, so the links go when freeze exits,
 // however it exits, and the processes it stopped stay stopped.
 //
