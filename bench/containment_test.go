@@ -24,6 +24,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/freeze"
+	"freeze/internal/guard"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/runlock"
@@ -129,25 +130,9 @@ func startGuard(t *testing.T, bin string, extra ...string) {
 
 // askGuard writes one request into the armed guard's FIFO, as an
 // operator's shell would with echo, and waits until the guard has logged
-// it (so its timeline is complete), or stop.
+// its outcome (so its timeline is complete).
 func askGuard(stop <-chan struct{}, args []string) {
-	var q []string
-	for _, a := range args {
-		q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
-	}
-	f, err := os.OpenFile(filepath.Join(guardDir, "ask"), os.O_WRONLY, 0)
-	if err != nil {
-		return
-	}
-	f.WriteString(strings.Join(q, " ") + "\n")
-	f.Close()
-	for !stopped(stop) {
-		b, _ := os.ReadFile(filepath.Join(guardDir, "guard.log"))
-		if strings.Contains(string(b), `"event":"request"`) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	guard.AskFIFO(guardDir, args, 60*time.Second)
 }
 
 func paths(chains []*containtest.Chain) []string {

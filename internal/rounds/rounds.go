@@ -104,12 +104,17 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 				groupKilled = c.Group.KillReachesAll()
 			}
 		}
-		var all []proc.ID // to wait for: what the group's kill reached too
+		// wait: what the round waits to see dead. Members of a group that
+		// reports its population are waited for through it; the rest one
+		// by one (the gate's set is in no group).
+		var wait []proc.ID
 		for _, p := range res.Procs {
-			all = append(all, p.ID)
 			in := inside(p)
 			if in {
 				r.Inside++
+			}
+			if !in || !populated {
+				wait = append(wait, p.ID)
 			}
 			if in && groupKilled {
 				continue
@@ -123,7 +128,7 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			}
 			h.Close()
 		}
-		waitDeaths(c, all, minTime(time.Now().Add(c.Wait), c.Deadline))
+		waitDeaths(c, wait, minTime(time.Now().Add(c.Wait), c.Deadline))
 		r.Took = time.Since(t0)
 		onRound(r)
 		if c.Stop != nil && c.Stop() {
@@ -153,8 +158,8 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 	return out, fmt.Errorf("%w: %d", ErrSurvivors, len(out.Survivors))
 }
 
-// waitDeaths waits until the group is empty and every process of the
-// round's scan is gone or a zombie, or until deadline.
+// waitDeaths waits until the group is empty and every process in wait is
+// gone or a zombie, or until deadline.
 func waitDeaths(c Config, direct []proc.ID, deadline time.Time) {
 	next := 0 // direct[:next] are known dead
 	for {
