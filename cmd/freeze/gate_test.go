@@ -55,17 +55,6 @@ func event(t *testing.T, path string, step timeline.Step) (timeline.Event, bool)
 	return timeline.Event{}, false
 }
 
-func programIDs(e timeline.Event) []uint32 {
-	var ids []uint32
-	list, _ := e.Fields["programs"].([]any)
-	for _, v := range list {
-		if f, ok := v.(float64); ok {
-			ids = append(ids, uint32(f))
-		}
-	}
-	return ids
-}
-
 // A freeze killed with SIGKILL while its gate holds the chain leaves the
 // chain stopped and nothing attached; a rerun finishes it.
 func TestGatedRunKilledLeavesTheChainStoppedAndARerunFinishes(t *testing.T) {
@@ -110,7 +99,7 @@ func TestGatedRunKilledLeavesTheChainStoppedAndARerunFinishes(t *testing.T) {
 	if !ok {
 		t.Fatal("the timeline has no gate-attached event")
 	}
-	ids := programIDs(e)
+	ids := timeline.GatePrograms([]timeline.Event{e})
 	if len(ids) == 0 {
 		t.Fatalf("gate-attached records no program ids: %v", e.Fields)
 	}

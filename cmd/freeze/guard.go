@@ -75,7 +75,7 @@ func runGuard(o out, args []string) int {
 			return exitRefused
 		}
 		defer auto.Close()
-		say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries more than %d forks in %v%s",
+		say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries at least %d forks in %v%s",
 			*autoN, 3, guard.AutoAttempts, guard.AutoEvery, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[*autoKill]))
 	}
 	raised, err := raise()
@@ -204,7 +204,7 @@ request, refusal, and a census line a minute.
 Automatic mode (opt-in): with --auto N the guard holds a chain nobody
 asked it to, when one executable (one file) has more than N live
 processes, is its own ancestor three deep (a process of it whose parent
-and grandparent run it too), and tries more than 20 forks in 20 ms
+and grandparent run it too), and tries at least 20 forks in 20 ms
 (counted in the kernel, refused or not). Holding is 'freeze --hold': growth
 frozen, nothing killed, reversible. A server's pool (master and workers:
 two deep), a recursive build (deep, but small) and a loop that runs a

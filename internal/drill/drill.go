@@ -171,7 +171,9 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 		}
 		if err == nil {
 			rep.Outcome.Kind = stop.Zero
-			rep.Outcome.GatePrograms = gatePrograms(res.Timeline)
+			if events, err := timeline.ReadFile(res.Timeline); err == nil {
+				rep.Outcome.GatePrograms = timeline.GatePrograms(events)
+			}
 		}
 	} else {
 		rep.Outcome, rep.StopErr = stop.Run(stop.Config{
@@ -415,26 +417,4 @@ func ifElse(b bool, y, n string) string {
 		return y
 	}
 	return n
-}
-
-// gatePrograms reads the gate's program ids from a run's timeline, so the
-// drill can check that a guard's run left none loaded either.
-func gatePrograms(path string) []uint32 {
-	events, err := timeline.ReadFile(path)
-	if err != nil {
-		return nil
-	}
-	var ids []uint32
-	for _, e := range events {
-		if e.Step != timeline.StepGateAttached {
-			continue
-		}
-		list, _ := e.Fields["programs"].([]any)
-		for _, v := range list {
-			if f, ok := v.(float64); ok {
-				ids = append(ids, uint32(f))
-			}
-		}
-	}
-	return ids
 }

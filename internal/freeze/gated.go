@@ -11,8 +11,8 @@ import (
 
 // Bpf is the kernel gate (package gate): no process of the chain
 // completes a fork, clone or exec while it is attached, so the set is
-// fixed by construction and the kill rounds signal it by pidfd without
-// moving anything. With --hold, or to finish a group an earlier --hold
+// fixed by construction, and the gate's own kill (one pass of a task
+// iterator in the kernel) takes it without moving anything. With --hold, or to finish a group an earlier --hold
 // left, the gated set also goes into a group of the first cgroup method
 // that works, and that group is what holds once the gate is gone.
 const Bpf Method = "bpf"

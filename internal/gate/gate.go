@@ -67,9 +67,6 @@ func Load(c Config) (*Gate, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, ErrUnsupported
 	}
-	if len(c.Files) > MaxFiles {
-		return nil, fmt.Errorf("%d executables to gate, the gate holds %d: narrow --under", len(c.Files), MaxFiles)
-	}
 	t0 := time.Now()
 	opts := &ebpf.CollectionOptions{}
 	if c.BTF != "" {

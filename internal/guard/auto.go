@@ -80,7 +80,11 @@ func (a *Auto) look() []suspect {
 	}
 	var out []suspect
 	for k, v := range now {
-		if d := v - a.last[k]; d >= AutoAttempts {
+		d := v - a.last[k]
+		if v < a.last[k] {
+			d = v // evicted from the LRU map and counted anew
+		}
+		if d >= AutoAttempts {
 			out = append(out, suspect{k, d})
 		}
 	}

@@ -45,7 +45,8 @@ func (r *run) gate() error {
 	var err error
 	spare := r.c.Gate
 	r.c.Gate = nil // taken: used below, or closed
-	if spare != nil && spare.Kill == kill && r.c.BTF == "" {
+	preloaded := spare != nil && spare.Kill == kill && r.c.BTF == ""
+	if preloaded {
 		t0 := time.Now()
 		g, err = spare, spare.Fill(files, gate.Exempt(r.c.FS))
 		g.LoadTook = time.Since(t0) // preloaded: only the filling counts
@@ -70,11 +71,15 @@ func (r *run) gate() error {
 	}
 	r.gateOn = g
 	r.out.GatePrograms = g.ProgramIDs()
-	msg := fmt.Sprintf("gate attached (load %v, attach %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.LoadTook.Round(100e3), g.AttachTook.Round(10e3), actionWord(g.Kill))
+	how := "load"
+	if preloaded {
+		how = "preloaded, filled in"
+	}
+	msg := fmt.Sprintf("gate attached (%s %v, attach %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", how, g.LoadTook.Round(10e3), g.AttachTook.Round(10e3), actionWord(g.Kill))
 	if note != "" {
 		msg += "; " + note
 	}
-	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": actionWord(g.Kill)})
+	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"preloaded": preloaded, "load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": actionWord(g.Kill)})
 	return nil
 }
 

@@ -72,3 +72,22 @@ func fromMap(m map[string]any) (Event, error) {
 	}
 	return e, nil
 }
+
+// GatePrograms are the kernel ids of the gate's programs a run recorded
+// when it attached the gate (step gate-attached, field programs): after
+// the run, none of them may still be loaded.
+func GatePrograms(events []Event) []uint32 {
+	var ids []uint32
+	for _, e := range events {
+		if e.Step != StepGateAttached {
+			continue
+		}
+		list, _ := e.Fields["programs"].([]any)
+		for _, v := range list {
+			if f, ok := v.(float64); ok {
+				ids = append(ids, uint32(f))
+			}
+		}
+	}
+	return ids
+}
