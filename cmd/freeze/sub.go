@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -63,13 +64,22 @@ func runTimeline(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze timeline", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	format := fl.StringP("format", "f", "markdown", "")
+	fleet := fl.StringArray("fleet", nil, "")
+	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("timeline: %v", err)
-		o.hintf("freeze timeline FILE [--format markdown|text|json]")
+		o.hintf("freeze timeline FILE [--format markdown|text|json], or freeze timeline --fleet DIR")
 		return exitUsage
 	}
+	if *help {
+		fmt.Fprint(o.stdout, timelineUsage)
+		return exitZero
+	}
+	if len(*fleet) > 0 || fl.NArg() > 1 {
+		return runFleet(o, append(*fleet, fl.Args()...), *format)
+	}
 	if fl.NArg() != 1 {
-		o.errorf("timeline: name one timeline file")
+		o.errorf("timeline: name one timeline file, or a directory with --fleet")
 		o.hintf("freeze timeline FILE [--format markdown|text|json]; freeze prints the path at the start and end of a run")
 		return exitUsage
 	}
@@ -79,6 +89,9 @@ func runTimeline(o out, args []string) int {
 		o.errorf("timeline: unknown --format %q", *format)
 		o.hintf("use markdown, text or json")
 		return exitUsage
+	}
+	if st, err := os.Stat(fl.Arg(0)); err == nil && st.IsDir() {
+		return runFleet(o, fl.Args(), *format)
 	}
 	events, err := timeline.ReadFile(fl.Arg(0))
 	if err != nil && len(events) == 0 {
@@ -94,6 +107,55 @@ func runTimeline(o out, args []string) int {
 	}
 	return exitZero
 }
+
+// runFleet renders the fleet postmortem of the timelines in paths (files,
+// or directories holding one subdirectory per host).
+func runFleet(o out, paths []string, format string) int {
+	switch format {
+	case "markdown", "json":
+	default:
+		o.errorf("timeline: --format %q is not one a fleet postmortem takes", format)
+		o.hintf("use markdown (the default) or json")
+		return exitUsage
+	}
+	runs, err := timeline.LoadFleet(paths)
+	if err != nil {
+		o.errorf("timeline: %v", err)
+		o.hintf("name the directory the timelines were collected into, for example: freeze timeline --fleet ./freeze-incident")
+		return exitUsage
+	}
+	for _, r := range runs {
+		if r.Error != "" {
+			o.warnf("timeline %s: %s", r.File, r.Error)
+		}
+	}
+	if err := timeline.RenderFleet(o.stdout, runs, format); err != nil {
+		o.errorf("timeline: %v", err)
+		return exitUsage
+	}
+	return exitZero
+}
+
+const timelineUsage = `Usage:
+    freeze timeline FILE [--format markdown|text|json]
+    freeze timeline --fleet DIR [--format markdown|json]
+    freeze timeline FILE FILE... [--format markdown|json]
+
+Renders a run's timeline as a section for the postmortem. Freeze prints
+the timeline's path at the start and at the end of every run.
+
+With --fleet (or several files), it renders one fleet postmortem: a
+table with one row per host (outcome, method, matched, time to zero,
+survivors, exit code), the hosts that need attention, then each host's
+steps. DIR holds one subdirectory per host with that host's timelines,
+as the Ansible playbook collects them (./freeze-incident/HOST/*.jsonl);
+a host is named after its subdirectory, else after the hostname its
+timeline recorded.
+
+Options:
+    -f, --format FORMAT   markdown (default), text (one file only) or json
+        --fleet DIR       a directory of collected timelines; repeatable
+`
 
 func runDrill(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze drill", pflag.ContinueOnError)

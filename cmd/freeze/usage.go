@@ -13,6 +13,7 @@ const usage = `Usage:
     freeze drill [--size N] [--shape tree|line|churn]
     freeze runbook [NAME | --list]
     freeze timeline FILE [--format markdown|text|json]
+    freeze timeline --fleet DIR [--format markdown|json]
     freeze restore --timeline FILE
     freeze guard [--run-dir DIR]
 

@@ -233,6 +233,9 @@ func (r *run) recordStart() {
 		"method_asked": string(c.Method), "hold": c.Hold, "dry_run": c.DryRun,
 		"rounds_max": c.Rounds, "timeout_s": c.Timeout.Seconds(), "priority": c.Priority,
 	}
+	for k, v := range timeline.Host() {
+		fields[k] = v
+	}
 	if !c.LiftedAt.IsZero() {
 		fields["lifted_at"] = c.LiftedAt.UTC().Format(time.RFC3339Nano)
 	}

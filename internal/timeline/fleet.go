@@ -1,0 +1,336 @@
+package timeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// HostRun is one timeline of a fleet: one run on one host, summed up for
+// the fleet postmortem's table.
+type HostRun struct {
+	// Host names the row: the directory the file was collected into
+	// under the fleet directory (the inventory's name for the host, as
+	// the Ansible playbook fetches to freeze-incident/HOST/), else the
+	// hostname the run recorded, else the file's name.
+	Host      string `json:"host"`
+	Hostname  string `json:"hostname,omitempty"` // as the run recorded it
+	MachineID string `json:"machine_id,omitempty"`
+	Kernel    string `json:"kernel,omitempty"`
+	File      string `json:"file"`
+	Started   string `json:"started,omitempty"` // UTC, RFC 3339
+	Command   string `json:"command,omitempty"`
+	// Outcome is the step that ended the run (zero, survivors, hold,
+	// nothing-matched, dry-run, ...), "unfinished" when none did, or
+	// "unreadable".
+	Outcome   string  `json:"outcome"`
+	Method    string  `json:"method,omitempty"`
+	Matched   int     `json:"matched"`
+	ZeroMS    float64 `json:"time_to_zero_ms,omitempty"` // from the start; only when zero was reached
+	Survivors int     `json:"survivors"`
+	// Exit is the exit code freeze gives for that ending, -1 when the
+	// timeline does not say (unfinished, unreadable).
+	Exit int `json:"exit"`
+	// Attention says why the host needs an operator, "" when it does not.
+	Attention string  `json:"attention,omitempty"`
+	Error     string  `json:"error,omitempty"`
+	Events    []Event `json:"-"`
+}
+
+// ExitCode is the exit code freeze gives for a run that ended with step
+// end, and false for a step that does not end a run. It is the table of
+// freeze's usage text ("Exit codes"); cmd/freeze's tests hold the two
+// together.
+func ExitCode(end Step) (int, bool) {
+	switch end {
+	case StepZero, StepNothingMatched, StepDryRun, StepHold:
+		return 0, true
+	case StepSurvivors, StepMethodFailed, StepFailed:
+		return 1, true
+	case StepRefused:
+		return 3, true
+	case StepInterrupted:
+		return 4, true
+	case StepDrillEnd:
+		return 0, true // a failed drill exits 1: Summarize reads its verdict
+	}
+	return -1, false
+}
+
+// Summarize sums up one run's events.
+func Summarize(host, file string, events []Event) HostRun {
+	h := HostRun{Host: host, File: file, Outcome: "unfinished", Exit: -1, Events: events}
+	for _, e := range events {
+		switch e.Step {
+		case StepStart:
+			h.Started = e.Time.UTC().Format(time.RFC3339)
+			h.Hostname, _ = e.Fields["host"].(string)
+			h.MachineID, _ = e.Fields["machine_id"].(string)
+			h.Kernel, _ = e.Fields["kernel"].(string)
+			if cmd, ok := e.Fields["command"].([]any); ok {
+				var parts []string
+				for _, p := range cmd {
+					parts = append(parts, fmt.Sprint(p))
+				}
+				h.Command = strings.Join(parts, " ")
+			}
+		case StepMatch:
+			if n, ok := e.Fields["matched"].(float64); ok {
+				h.Matched = int(n)
+			}
+		case StepMethod:
+			h.Method, _ = e.Fields["method"].(string)
+		case StepSurvivors:
+			list, _ := e.Fields["survivors"].([]any)
+			h.Survivors = len(list)
+		}
+		if code, ok := ExitCode(e.Step); ok && h.Exit == -1 {
+			h.Outcome, h.Exit = string(e.Step), code
+			if e.Step == StepZero {
+				h.ZeroMS = e.ElapsedMS
+			}
+			if e.Step == StepDrillEnd {
+				if passed, _ := e.Fields["passed"].(bool); !passed {
+					h.Exit = 1
+				}
+			}
+		}
+	}
+	if h.Method == "" && h.Outcome == string(StepZero) {
+		for _, e := range events {
+			if e.Step == StepGateAttached {
+				h.Method = "bpf"
+			}
+		}
+	}
+	if h.Host == "" {
+		h.Host = h.Hostname
+	}
+	if h.Host == "" {
+		h.Host = strings.TrimSuffix(filepath.Base(file), ".jsonl")
+	}
+	h.Attention = attention(h, events)
+	return h
+}
+
+// attention is why a host needs an operator: anything but a run that
+// reached zero, found nothing, or only looked.
+func attention(h HostRun, events []Event) string {
+	switch Step(h.Outcome) {
+	case StepZero, StepNothingMatched, StepDryRun:
+		if h.Exit == 0 {
+			return ""
+		}
+	case StepHold:
+		return "the chain is held frozen: finish the job or thaw it"
+	case StepSurvivors:
+		return fmt.Sprintf("%d processes survived the kill rounds: run the same command again there", h.Survivors)
+	case StepInterrupted:
+		return "interrupted: what was frozen stays frozen; run the same command again there"
+	}
+	if h.Outcome == "unfinished" {
+		last := "no step"
+		if len(events) > 0 {
+			last = fmt.Sprintf("step %q", events[len(events)-1].Step)
+		}
+		return "the timeline stops early, after " + last + ": freeze was killed there, or is still running"
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Step.Ends() && events[i].Msg != "" {
+			return h.Outcome + ": " + events[i].Msg
+		}
+	}
+	return h.Outcome
+}
+
+// LoadFleet reads timelines from files and directories: a directory is
+// walked for *.jsonl files, and a file found in a subdirectory of it is
+// named after that subdirectory (its first level: the host it was
+// collected from). Unreadable files become rows that say so, so one bad
+// file never hides the other hosts. The rows are sorted by host, then
+// start time.
+func LoadFleet(paths []string) ([]HostRun, error) {
+	var runs []HostRun
+	add := func(host, file string) {
+		events, err := ReadFile(file)
+		if err != nil && len(events) == 0 {
+			runs = append(runs, HostRun{Host: host, File: file, Outcome: "unreadable", Exit: -1,
+				Error: err.Error(), Attention: "the timeline cannot be read: " + err.Error()})
+			if host == "" {
+				runs[len(runs)-1].Host = strings.TrimSuffix(filepath.Base(file), ".jsonl")
+			}
+			return
+		}
+		h := Summarize(host, file, events)
+		if err != nil {
+			h.Error = err.Error()
+		}
+		runs = append(runs, h)
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			add("", p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || !strings.HasSuffix(file, ".jsonl") {
+				return nil
+			}
+			rel, _ := filepath.Rel(p, file)
+			host := ""
+			if i := strings.IndexByte(rel, filepath.Separator); i > 0 {
+				host = rel[:i]
+			}
+			add(host, file)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("no timeline (*.jsonl) found in %s", strings.Join(paths, ", "))
+	}
+	sort.SliceStable(runs, func(i, j int) bool {
+		if runs[i].Host != runs[j].Host {
+			return runs[i].Host < runs[j].Host
+		}
+		return runs[i].Started < runs[j].Started
+	})
+	return runs, nil
+}
+
+// FleetSummary is the fleet postmortem as data (--format json).
+type FleetSummary struct {
+	Hosts     int            `json:"hosts"`
+	Runs      []HostRun      `json:"runs"`
+	Outcomes  map[string]int `json:"outcomes"`
+	Attention []string       `json:"attention"` // hosts that need an operator
+}
+
+// Fleet sums up runs.
+func Fleet(runs []HostRun) FleetSummary {
+	s := FleetSummary{Runs: runs, Outcomes: map[string]int{}, Attention: []string{}}
+	hosts := map[string]bool{}
+	for _, r := range runs {
+		hosts[r.Host] = true
+		s.Outcomes[r.Outcome]++
+		if r.Attention != "" && (len(s.Attention) == 0 || s.Attention[len(s.Attention)-1] != r.Host) {
+			s.Attention = append(s.Attention, r.Host)
+		}
+	}
+	s.Hosts = len(hosts)
+	return s
+}
+
+// RenderFleet writes the fleet postmortem: a table with one row per run
+// (per host, unless a host ran more than once), the hosts that need
+// attention, then each run's own timeline. format is markdown or json.
+func RenderFleet(w io.Writer, runs []HostRun, format string) error {
+	s := Fleet(runs)
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	case "markdown":
+	default:
+		return fmt.Errorf("unknown format %q for a fleet: use markdown or json", format)
+	}
+	var counts []string
+	for k, n := range s.Outcomes {
+		counts = append(counts, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(counts)
+	fmt.Fprintf(w, "# freeze fleet postmortem: %d hosts, %d runs\n\n", s.Hosts, len(runs))
+	fmt.Fprintf(w, "Outcomes: %s.\n\n", strings.Join(counts, ", "))
+	fmt.Fprintln(w, "| host | outcome | method | matched | time to zero | survivors | exit | hostname | kernel | started (UTC) |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |")
+	for _, r := range runs {
+		zero, exit := "-", "-"
+		if r.Outcome == string(StepZero) {
+			zero = fmt.Sprintf("%.1f ms", r.ZeroMS)
+		}
+		if r.Exit >= 0 {
+			exit = fmt.Sprint(r.Exit)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), r.Outcome, dash(r.Method), r.Matched, zero,
+			r.Survivors, exit, cell(dash(r.Hostname)), cell(dash(r.Kernel)), dash(r.Started))
+	}
+	fmt.Fprintln(w, "\n## Hosts that need attention")
+	fmt.Fprintln(w)
+	n := 0
+	for _, r := range runs {
+		if r.Attention != "" {
+			n++
+			fmt.Fprintf(w, "- **%s**: %s (%s)\n", cell(r.Host), r.Attention, r.File)
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "None: every host reached zero, found nothing to match, or only looked (dry run).")
+	}
+	for _, r := range runs {
+		fmt.Fprintf(w, "\n## %s: %s\n\nFile: `%s`\n", cell(r.Host), r.Outcome, r.File)
+		if r.MachineID != "" {
+			fmt.Fprintf(w, "\nMachine id: `%s`\n", r.MachineID)
+		}
+		fmt.Fprintln(w)
+		if len(r.Events) == 0 {
+			fmt.Fprintf(w, "\n%s\n", r.Error)
+			continue
+		}
+		if err := Render(w, r.Events, "markdown"); err != nil {
+			fmt.Fprintf(w, "\n%v\n", err)
+		}
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cell keeps a value from breaking a markdown table row.
+func cell(s string) string {
+	return strings.NewReplacer("|", "\\|", "\n", " ").Replace(s)
+}
+
+// Host is what a run's start event says of the machine, so that
+// timelines collected from a fleet say where each ran: the hostname, the
+// machine id (/etc/machine-id, stable across renames) and the kernel
+// release. What cannot be read is left out.
+func Host() map[string]any {
+	m := map[string]any{}
+	if h, err := os.Hostname(); err == nil {
+		m["host"] = h
+	}
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			m["machine_id"] = strings.TrimSpace(string(b))
+			break
+		}
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m["kernel"] = unix.ByteSliceToString(u.Release[:])
+	}
+	return m
+}

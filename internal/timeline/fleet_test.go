@@ -1,0 +1,156 @@
+package timeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fleetFixture writes timelines as collected from three hosts: one that
+// reached zero, one with survivors, one whose run was cut off.
+func fleetFixture(t *testing.T) string {
+	dir := t.TempDir()
+	files := map[string]string{
+		"web-1/freeze-a.jsonl": `{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"start","host":"web-1.example","machine_id":"m1","kernel":"6.1.0","command":["freeze","--path","/x"]}
+{"time":"2026-12-01T10:00:00.1Z","elapsed_ms":100,"step":"match","matched":300,"msg":"300 live processes match"}
+{"time":"2026-12-01T10:00:00.1Z","elapsed_ms":101,"step":"method","method":"cgroup2","group":"/g","why":"first"}
+{"time":"2026-12-01T10:00:00.4Z","elapsed_ms":412.5,"step":"zero","msg":"zero remain"}
+`,
+		"web-2/freeze-b.jsonl": `{"time":"2026-12-01T10:00:01Z","elapsed_ms":0,"step":"start","host":"web-2.example","kernel":"6.1.0","command":["freeze","--path","/x"]}
+{"time":"2026-12-01T10:00:01.1Z","elapsed_ms":100,"step":"match","matched":20}
+{"time":"2026-12-01T10:00:01.1Z","elapsed_ms":100,"step":"method","method":"sigstop","group":"-","why":"no cgroup"}
+{"time":"2026-12-01T10:00:03Z","elapsed_ms":2000,"step":"survivors","msg":"2 processes survive","survivors":[41,42]}
+`,
+		"db-1/freeze-c.jsonl": `{"time":"2026-12-01T10:00:02Z","elapsed_ms":0,"step":"start","host":"db-1.example"}
+{"time":"2026-12-01T10:00:02.1Z","elapsed_ms":100,"step":"match","matched":5}
+`,
+		"stray.jsonl": `{"time":"2026-12-01T10:00:05Z","elapsed_ms":0,"step":"start","host":"lone.example"}
+{"time":"2026-12-01T10:00:05.1Z","elapsed_ms":1,"step":"nothing-matched","msg":"nothing"}
+`,
+		"web-1/notes.txt": "not a timeline",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestFleetSumsUpEachHost(t *testing.T) {
+	runs, err := LoadFleet([]string{fleetFixture(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]HostRun{}
+	var order []string
+	for _, r := range runs {
+		got[r.Host] = r
+		order = append(order, r.Host)
+	}
+	// Named by the directory collected into; a file at the top by the
+	// hostname it recorded.
+	if strings.Join(order, ",") != "db-1,lone.example,web-1,web-2" {
+		t.Fatalf("rows %v", order)
+	}
+	w1 := got["web-1"]
+	if w1.Outcome != "zero" || w1.Exit != 0 || w1.ZeroMS != 412.5 || w1.Matched != 300 || w1.Method != "cgroup2" ||
+		w1.Hostname != "web-1.example" || w1.MachineID != "m1" || w1.Kernel != "6.1.0" || w1.Attention != "" {
+		t.Errorf("web-1: %+v", w1)
+	}
+	w2 := got["web-2"]
+	if w2.Outcome != "survivors" || w2.Exit != 1 || w2.Survivors != 2 || !strings.Contains(w2.Attention, "2 processes survived") {
+		t.Errorf("web-2: %+v", w2)
+	}
+	d1 := got["db-1"]
+	if d1.Outcome != "unfinished" || d1.Exit != -1 || !strings.Contains(d1.Attention, `after step "match"`) {
+		t.Errorf("db-1: %+v", d1)
+	}
+	if l := got["lone.example"]; l.Outcome != "nothing-matched" || l.Exit != 0 || l.Attention != "" {
+		t.Errorf("lone: %+v", l)
+	}
+	s := Fleet(runs)
+	if s.Hosts != 4 || strings.Join(s.Attention, ",") != "db-1,web-2" || s.Outcomes["zero"] != 1 {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+func TestRenderFleetMarkdownAndJSON(t *testing.T) {
+	runs, err := LoadFleet([]string{fleetFixture(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := RenderFleet(&md, runs, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		"# freeze fleet postmortem: 4 hosts, 4 runs",
+		"| web-1 | zero | cgroup2 | 300 | 412.5 ms | 0 | 0 | web-1.example | 6.1.0 |",
+		"| web-2 | survivors | sigstop | 20 | - | 2 | 1 | web-2.example |",
+		"| db-1 | unfinished | - | 5 | - | 0 | - |",
+		"- **web-2**: 2 processes survived",
+		"- **db-1**: the timeline stops early",
+		"## web-1: zero",
+		"Zero remain, confirmed 412.5 ms after the start.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	// The attention list comes before the hosts' steps.
+	if strings.Index(out, "Hosts that need attention") > strings.Index(out, "## db-1: unfinished") {
+		t.Error("the attention list comes after the hosts' steps")
+	}
+	var js bytes.Buffer
+	if err := RenderFleet(&js, runs, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var s FleetSummary
+	if err := json.Unmarshal(js.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Hosts != 4 || len(s.Runs) != 4 || s.Runs[3].Host != "web-2" || s.Runs[3].Survivors != 2 {
+		t.Errorf("json: %s", js.String())
+	}
+	if err := RenderFleet(&js, runs, "text"); err == nil {
+		t.Error("text accepted for a fleet")
+	}
+}
+
+func TestLoadFleetKeepsUnreadableFilesAsRows(t *testing.T) {
+	dir := fleetFixture(t)
+	os.WriteFile(filepath.Join(dir, "web-3", "x.jsonl"), nil, 0o644) // no directory yet: ignored
+	os.MkdirAll(filepath.Join(dir, "web-3"), 0o755)
+	os.WriteFile(filepath.Join(dir, "web-3", "x.jsonl"), []byte("garbage\n"), 0o644)
+	runs, err := LoadFleet([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range runs {
+		if r.Host == "web-3" {
+			found = r.Outcome == "unreadable" && strings.Contains(r.Attention, "cannot be read")
+		}
+	}
+	if !found || len(runs) != 5 {
+		t.Fatalf("the unreadable file is not a row that says so: %+v", runs)
+	}
+	if _, err := LoadFleet([]string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no timeline") {
+		t.Fatalf("an empty directory: %v", err)
+	}
+}
+
+func TestHostSaysWhereARunRan(t *testing.T) {
+	h := Host()
+	name, _ := os.Hostname()
+	if h["host"] != name || h["kernel"] == "" || h["kernel"] == nil {
+		t.Fatalf("Host() = %v", h)
+	}
+}
