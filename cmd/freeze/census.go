@@ -11,12 +11,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/census"
+	"freeze/internal/guard"
+	"freeze/internal/metrics"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 )
 
 const censusUsage = `Usage:
-    freeze census [--sample DURATION] [--top N] [--json]
+    freeze census [--sample DURATION] [--top N] [--format text|json|prometheus]
 
 Finds what is holding the machine, read-only: the load against the cores,
 the pid space and memory, the executables with the most processes over a
@@ -27,7 +29,23 @@ whom, and the exact freeze command for the top suspect.
 Options:
         --sample DURATION   how long to watch (default 1s)
         --top N             rows to show (default 10)
-        --json              the report as JSON on stdout
+        --format FORMAT     text (default), json, or prometheus: the text
+                            exposition format for node_exporter's textfile
+                            collector (freeze census --format prometheus >
+                            DIR/freeze.prom.$$ && mv DIR/freeze.prom.$$
+                            DIR/freeze.prom), with the guard's own metrics
+                            read from --run-dir; 'freeze guard
+                            --metrics-file' keeps such a file current
+        --json              the same as --format json
+        --run-dir DIR       the guard's directory, for its metrics
+                            (default /run/freeze)
+
+Metrics (prometheus): freeze_processes, freeze_tasks, freeze_pid_max,
+freeze_pids_cgroup_current and _max (the pids cgroup nearest its limit),
+freeze_load_per_core, per executable of the top rows (label exe):
+freeze_exe_processes, _orphans, _growth_per_second, _started_per_second,
+_suspect; and freeze_guard_armed, freeze_guard_runs_total by outcome,
+freeze_last_run_time_to_zero_seconds, freeze_gate_forks_refused_total.
 `
 
 func runCensus(o out, args []string) int {
@@ -36,10 +54,22 @@ func runCensus(o out, args []string) int {
 	sample := fl.Duration("sample", time.Second, "")
 	top := fl.Int("top", 10, "")
 	asJSON := fl.Bool("json", false, "")
+	format := fl.StringP("format", "f", "text", "")
+	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("census: %v", err)
-		o.hintf("freeze census [--sample 1s] [--top 10] [--json]")
+		o.hintf("freeze census [--sample 1s] [--top 10] [--format text|json|prometheus]")
+		return exitUsage
+	}
+	if *asJSON {
+		*format = "json"
+	}
+	switch *format {
+	case "text", "json", "prometheus":
+	default:
+		o.errorf("census: unknown --format %q", *format)
+		o.hintf("use text, json or prometheus")
 		return exitUsage
 	}
 	if *help {
@@ -54,12 +84,28 @@ func runCensus(o out, args []string) int {
 		o.errorf("census: --top %d: need at least 1", *top)
 		return exitUsage
 	}
+	if *format == "prometheus" && *top > metrics.MaxTop {
+		o.errorf("census: --top %d: at most %d executables are exported as metrics", *top, metrics.MaxTop)
+		o.hintf("keep the number of series small: the default, 10, is enough to see a chain coming")
+		return exitUsage
+	}
 	r, err := census.Take(proc.Default, *sample, *top)
 	if err != nil {
 		o.errorf("census: %v", err)
 		return exitSurvivors
 	}
-	if *asJSON {
+	if *format == "prometheus" {
+		st, err := guard.ReadStats(*runDir)
+		if err != nil {
+			o.warnf("census: the guard's log in %s: %v; its metrics may be incomplete", *runDir, err)
+		}
+		if err := metrics.Write(o.stdout, r, guardMetrics(st)); err != nil {
+			o.errorf("census: %v", err)
+			return exitSurvivors
+		}
+		return exitZero
+	}
+	if *format == "json" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		fmt.Fprintln(o.stdout, string(b))
 		return exitZero
@@ -118,4 +164,10 @@ func age(s float64) string {
 		return fmt.Sprintf("%.0fm", s/60)
 	}
 	return fmt.Sprintf("%.0fs", s)
+}
+
+// guardMetrics is what a guard's stats add to the metrics.
+func guardMetrics(s guard.Stats) *metrics.Guard {
+	return &metrics.Guard{Armed: s.Armed, Runs: s.Runs, LastRun: s.LastRun,
+		LastZero: time.Duration(s.LastZeroMS * float64(time.Millisecond)), ForksRefused: s.GateForks, ExecsRefused: s.GateExecs}
 }

@@ -18,6 +18,7 @@ import (
 	"freeze/internal/census"
 	"freeze/internal/gate"
 	"freeze/internal/guard"
+	"freeze/internal/metrics"
 	"freeze/internal/proc"
 )
 
@@ -35,6 +36,8 @@ func runGuard(o out, args []string) int {
 	autoN := fl.Int("auto", 0, "")
 	autoKill := fl.Bool("auto-kill", false, "")
 	autoUnder := fl.StringArray("auto-under", nil, "")
+	metricsFile := fl.String("metrics-file", "", "")
+	metricsEvery := fl.Duration("metrics-every", 15*time.Second, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("%v", err)
@@ -51,6 +54,13 @@ func runGuard(o out, args []string) int {
 		return exitUsage
 	}
 	switch {
+	case *metricsFile != "" && !filepath.IsAbs(*metricsFile):
+		o.errorf("--metrics-file %q is not absolute", *metricsFile)
+		o.hintf("give the full path in node_exporter's textfile directory, for example --metrics-file /var/lib/node_exporter/textfile_collector/freeze.prom")
+		return exitUsage
+	case *metricsEvery < 5*time.Second || *metricsEvery > time.Hour:
+		o.errorf("--metrics-every %v: choose between 5s and 1h", *metricsEvery)
+		return exitUsage
 	case *autoN < 0:
 		o.errorf("--auto %d: give the number of live processes of one executable above which a growing chain is held, such as 300", *autoN)
 		return exitUsage
@@ -83,8 +93,13 @@ func runGuard(o out, args []string) int {
 		o.warnf("guard: %v", err)
 	}
 	say("priority: " + strings.Join(raised, ", "))
+	w := &watcher{file: *metricsFile, every: *metricsEvery, say: say, poke: make(chan struct{}, 1)}
 	g, err := guard.Arm(guard.Config{RunDir: *runDir, Say: say, Auto: auto, Run: func(words []string, stdout, stderr io.Writer) guard.Result {
 		res := runLocal(out{stdout, stderr}, words)
+		select {
+		case w.poke <- struct{}{}: // the metrics say what the run came to
+		default:
+		}
 		loadSpare() // for the next request, while idle
 		// A run turns the collector off; the guard lives on.
 		debug.SetGCPercent(100)
@@ -110,9 +125,23 @@ func runGuard(o out, args []string) int {
 		say("stopping on " + s.String())
 		close(stop)
 	}()
-	go censusLines(g, stop)
+	w.g = g
+	if w.file != "" {
+		if err := w.write(true); err != nil {
+			o.errorf("guard: --metrics-file: %v", err)
+			o.hintf("make the directory, or name a writable file in node_exporter's textfile directory")
+			return exitUsage
+		}
+	}
+	done := make(chan struct{})
+	go func() { w.run(stop); close(done) }()
 	fmt.Fprintln(o.stderr, "freeze: guard: armed")
 	g.Serve(stop)
+	<-done
+	if w.file != "" {
+		// Disarmed: say so, so an alert on freeze_guard_armed fires.
+		w.write(false)
+	}
 	return exitZero
 }
 
@@ -155,27 +184,77 @@ func takeSpare() *gate.Gate {
 	return g
 }
 
-// censusLines logs one census line a minute: the top executables by live
-// count, with orphans and growth.
-func censusLines(g *guard.Guard, stop <-chan struct{}) {
-	t := time.NewTicker(censusEvery)
+// watcher takes a census every 'every' when the guard keeps a metrics
+// file (else once a minute), writes the file, and logs one census line a
+// minute: after an incident, the lines before it show what the process
+// table looked like before the chain took over.
+type watcher struct {
+	g       *guard.Guard
+	file    string
+	every   time.Duration
+	say     func(string)
+	poke    chan struct{} // a request ended
+	lastLog time.Time
+	failed  bool
+}
+
+func (w *watcher) run(stop <-chan struct{}) {
+	every := censusEvery
+	if w.file != "" {
+		every = w.every
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		case <-w.poke:
+			if w.file == "" {
+				continue
+			}
 		}
-		r, err := census.Take(proc.Default, time.Second, 5)
-		if err != nil {
-			continue
-		}
+		w.write(true)
+	}
+}
+
+// write takes a census, logs it if a minute has passed since the last
+// line, and writes the metrics file, if any, with armed as given.
+func (w *watcher) write(armed bool) error {
+	sample := time.Second
+	if !armed {
+		sample = time.Millisecond // stopping: do not hold the stop up
+	}
+	r, err := census.Take(proc.Default, sample, 10)
+	if err != nil {
+		return err
+	}
+	if armed && time.Since(w.lastLog) >= censusEvery {
+		w.lastLog = time.Now()
 		var top []map[string]any
-		for _, row := range r.Rows {
+		for _, row := range r.Rows[:min(5, len(r.Rows))] {
 			top = append(top, map[string]any{"exe": row.Exe, "count": row.Count, "orphaned": row.Orphaned, "appeared": row.Appeared, "vanished": row.Vanished, "suspect": row.Suspect})
 		}
-		g.Record("census", map[string]any{"processes": r.Total, "load": r.Load, "pid_space": r.PidLine, "top": top})
+		w.g.Record("census", map[string]any{"processes": r.Total, "load": r.Load, "pid_space": r.PidLine, "top": top})
 	}
+	if w.file == "" {
+		return nil
+	}
+	st := w.g.Stats()
+	st.Armed = armed
+	err = metrics.WriteFile(w.file, r, guardMetrics(st))
+	// Said once when it starts failing and once when it works again, not
+	// every 15 seconds.
+	if (err != nil) != w.failed {
+		w.failed = err != nil
+		if err != nil {
+			w.say(fmt.Sprintf("warning: metrics file %s: %v", w.file, err))
+		} else {
+			w.say("metrics file " + w.file + " is written again")
+		}
+	}
+	return err
 }
 
 const guardUsage = `Usage:
@@ -201,6 +280,15 @@ after another, each with its own timeline; DIR/guard.log has one JSON
 line per start (unclean=1 after a guard that did not stop cleanly),
 request, refusal, and a census line a minute.
 
+Metrics: with --metrics-file PATH the guard takes a census every
+--metrics-every (default 15s) and after each request, and writes it to
+PATH in Prometheus' text format, as 'freeze census --format prometheus'
+prints it, with its own: freeze_guard_armed (0 written when it stops),
+freeze_guard_runs_total by outcome, freeze_last_run_time_to_zero_seconds
+and freeze_gate_forks_refused_total. Point node_exporter's textfile
+collector at PATH's directory; deploy/prometheus/freeze.rules.yml has
+the alerts.
+
 Automatic mode (opt-in): with --auto N the guard holds a chain nobody
 asked it to, when one executable (one file) has more than N live
 processes, is its own ancestor three deep (a process of it whose parent
@@ -219,5 +307,9 @@ Options:
         --auto-kill     with --auto: go on to kill, but only a file that
                         --revoke-exec would accept as disposable (under a
                         temporary or cache directory)
+        --metrics-file PATH  keep PATH current with Prometheus metrics
+                        (node_exporter's textfile collector), written
+                        atomically
+        --metrics-every D  how often (default 15s; 5s to 1h)
     -h, --help          this text
 `

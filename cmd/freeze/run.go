@@ -561,7 +561,8 @@ func report(o out, f stopFlags, rec *timeline.Recorder, res stop.Outcome, runErr
 		b, _ := json.MarshalIndent(s, "", "  ")
 		fmt.Fprintln(o.stdout, string(b))
 	}
-	return guard.Result{Code: code, Outcome: s.Outcome, Timeline: s.Timeline}
+	h := timeline.Summarize("", s.Timeline, rec.Events())
+	return guard.Result{Code: code, Outcome: s.Outcome, Timeline: s.Timeline, ZeroMS: h.ZeroMS, GateForks: h.GateForks, GateExecs: h.GateExecs}
 }
 
 func reportDryRun(o out, res stop.Outcome) {

@@ -35,6 +35,12 @@ type Report struct {
 	Ports   []Port     `json:"ports"`
 	Command string     `json:"command,omitempty"` // for the top suspect
 	Notes   []string   `json:"notes,omitempty"`
+
+	// The pid space in numbers: tasks (threads count against pid_max),
+	// pid_max, and the pids cgroup closest to its pids.max.
+	Tasks    int         `json:"tasks"`
+	PidMax   int         `json:"pid_max"`
+	Tightest *PidsCgroup `json:"tightest_pids_cgroup,omitempty"`
 }
 
 type snap struct {
@@ -87,6 +93,9 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 	elapsed := time.Since(t0).Seconds()
 	r.Total = len(b)
 	r.PidLine = pidLine(fs, len(b))
+	r.PidMax = readInt(fs.Root + "/sys/kernel/pid_max")
+	r.Tasks = tasks(fs)
+	r.Tightest = TightestPids(CgroupRoots())
 	if mi, err := pfs.Meminfo(); err == nil && mi.MemTotal != nil && mi.MemAvailable != nil {
 		r.MemLine = memLine(*mi.MemTotal, *mi.MemAvailable)
 	}

@@ -47,6 +47,10 @@ type Result struct {
 	Code     int    // the exit code freeze would give
 	Outcome  string // how the run ended, in a word: zero, refused, usage...
 	Timeline string // the run's timeline, if it wrote one
+	// ZeroMS is the time to zero when the run reached it; GateForks and
+	// GateExecs are the attempts of the chain the BPF gate stopped.
+	ZeroMS               float64
+	GateForks, GateExecs uint64
 }
 
 // Runner runs one request: words are freeze's command-line arguments;
@@ -73,6 +77,7 @@ type Guard struct {
 	logMu   sync.Mutex
 	queue   chan request
 	uid     int
+	stats   stats
 	Unclean bool // the previous guard of this directory did not stop cleanly
 	// Starts and UncleanStarts count the ledger's entries, this one
 	// included.
@@ -349,7 +354,9 @@ func (g *Guard) handle(r request) {
 		fmt.Fprintf(r.conn, "exit %d\n", res.Code)
 	}
 	g.record(map[string]any{"event": "request", "source": r.source, "uid": r.uid, "pid": r.pid, "request": r.words,
-		"exit": res.Code, "outcome": res.Outcome, "timeline": res.Timeline, "took_ms": float64(time.Since(t0).Microseconds()) / 1000})
+		"exit": res.Code, "outcome": res.Outcome, "timeline": res.Timeline, "took_ms": float64(time.Since(t0).Microseconds()) / 1000,
+		"zero_ms": res.ZeroMS, "gate_forks": res.GateForks, "gate_execs": res.GateExecs})
+	g.stats.add(res, time.Now())
 	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code, res.Outcome))
 }
 

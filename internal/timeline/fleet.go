@@ -36,6 +36,9 @@ type HostRun struct {
 	Matched   int     `json:"matched"`
 	ZeroMS    float64 `json:"time_to_zero_ms,omitempty"` // from the start; only when zero was reached
 	Survivors int     `json:"survivors"`
+	// Fork and exec attempts of the chain that the BPF gate stopped.
+	GateForks uint64 `json:"gate_forks_stopped,omitempty"`
+	GateExecs uint64 `json:"gate_execs_stopped,omitempty"`
 	// Exit is the exit code freeze gives for that ending, -1 when the
 	// timeline does not say (unfinished, unreadable).
 	Exit int `json:"exit"`
@@ -91,6 +94,11 @@ func Summarize(host, file string, events []Event) HostRun {
 		case StepSurvivors:
 			list, _ := e.Fields["survivors"].([]any)
 			h.Survivors = len(list)
+		case StepGateDetached:
+			f, _ := e.Fields["forks_stopped"].(float64)
+			x, _ := e.Fields["execs_stopped"].(float64)
+			y, _ := e.Fields["target_execs"].(float64)
+			h.GateForks, h.GateExecs = uint64(f), uint64(x+y)
 		}
 		if code, ok := ExitCode(e.Step); ok && h.Exit == -1 {
 			h.Outcome, h.Exit = string(e.Step), code

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"freeze/internal/containtest"
+)
+
+// parseExposition parses the text format with Prometheus' own parser.
+func parseExposition(t *testing.T, b []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("Prometheus' text parser refuses the exposition: %v\n%s", err, b)
+	}
+	return mfs
+}
+
+// value is the value of the series of family name with label = want, and
+// whether there is one.
+func value(mfs map[string]*dto.MetricFamily, name, label, want string) (float64, bool) {
+	mf := mfs[name]
+	if mf == nil {
+		return 0, false
+	}
+	for _, m := range mf.Metric {
+		match := label == ""
+		for _, l := range m.Label {
+			if l.GetName() == label && l.GetValue() == want {
+				match = true
+			}
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// freeze census --format prometheus, against a real capped chain: the
+// exposition parses with Prometheus' own text parser, and the chain's
+// executable is there with its process count.
+func TestCensusPrometheusSeesAChain(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the chain's pids cgroup")
+	}
+	bin := buildFreeze(t)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 150, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
+	if n := c.WaitPopulation(150, 30*time.Second); n != 150 {
+		t.Fatalf("chain reached %d of 150", n)
+	}
+	out, err := exec.Command(bin, "census", "--format", "prometheus", "--sample", "300ms", "--top", "50", "--run-dir", filepath.Join(t.TempDir(), "none")).Output()
+	if err != nil {
+		t.Fatalf("census: %v", err)
+	}
+	mfs := parseExposition(t, out)
+	// At its cap, a tree neither grows nor shrinks: the count is exact.
+	if v, ok := value(mfs, "freeze_exe_processes", "exe", c.Path); !ok || v != 150 {
+		t.Fatalf("freeze_exe_processes{exe=%q} = %v (present %v), want 150:\n%s", c.Path, v, ok, out)
+	}
+	if v, ok := value(mfs, "freeze_exe_started_per_second", "exe", c.Path); !ok || v != 0 {
+		t.Errorf("a chain at its cap started %v processes a second", v)
+	}
+	if v, _ := value(mfs, "freeze_processes", "", ""); v < 150 {
+		t.Errorf("freeze_processes %v, below the chain's own 150", v)
+	}
+	// The chain's own cgroup is full, so the tightest is at least as
+	// full.
+	cur, ok1 := value(mfs, "freeze_pids_cgroup_current", "", "")
+	max, ok2 := value(mfs, "freeze_pids_cgroup_max", "", "")
+	if !ok1 || !ok2 || cur < max {
+		t.Errorf("tightest pids cgroup %v of %v (present %v %v); the chain's own is full", cur, max, ok1, ok2)
+	}
+	if v, ok := value(mfs, "freeze_guard_armed", "", ""); !ok || v != 0 {
+		t.Errorf("freeze_guard_armed %v (present %v) with no guard", v, ok)
+	}
+	if tool, err := exec.LookPath("promtool"); err == nil {
+		cmd := exec.Command(tool, "check", "metrics")
+		cmd.Stdin = bytes.NewReader(out)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics: %v\n%s", err, o)
+		}
+	}
+	if err := exec.Command(bin, "census", "--format", "prometheus", "--top", "51").Run(); err == nil {
+		t.Error("--top 51 accepted for metrics: the cardinality bound is 50")
+	}
+}
+
+// freeze guard --metrics-file keeps the file current: armed, then after a
+// request the run's outcome and time to zero, and armed 0 once stopped.
+func TestGuardMetricsFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard's run directory and the chain's pids cgroup")
+	}
+	bin := buildFreeze(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	file := filepath.Join(t.TempDir(), "freeze.prom")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", dir, "--metrics-file", file, "--metrics-every", "5s"}})
+	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+	read := func() map[string]*dto.MetricFamily {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseExposition(t, b)
+	}
+	if v, _ := value(read(), "freeze_guard_armed", "", ""); v != 1 {
+		t.Fatalf("freeze_guard_armed %v once armed", v)
+	}
+
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
+	if n := c.WaitPopulation(100, 30*time.Second); n != 100 {
+		t.Fatalf("chain reached %d of 100", n)
+	}
+	removeGroupAtCleanup(t, c.Path)
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	ask(t, dir, "--path '"+c.Path+"' --timeline '"+tl+"'\n")
+	end := time.Now().Add(60 * time.Second)
+	for {
+		mfs := read()
+		zero, _ := value(mfs, "freeze_guard_runs_total", "outcome", "zero")
+		ttz, _ := value(mfs, "freeze_last_run_time_to_zero_seconds", "", "")
+		if zero == 1 && ttz > 0 {
+			if ttz > 60 {
+				t.Errorf("time to zero %v s", ttz)
+			}
+			break
+		}
+		if time.Now().After(end) {
+			b, _ := os.ReadFile(file)
+			t.Fatalf("the metrics file never said the run reached zero:\n%s\nguard:\n%s", b, g.Stderr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := c.Survivors(); len(left) > 0 {
+		t.Fatalf("%d of the chain alive after zero", len(left))
+	}
+	if err := syscall.Kill(g.Leader, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if ws, ok := g.Exit(30 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("the guard did not stop cleanly on SIGTERM: %v %v\n%s", ws, ok, g.Stderr())
+	}
+	if v, ok := value(read(), "freeze_guard_armed", "", ""); !ok || v != 0 {
+		t.Fatalf("freeze_guard_armed %v (present %v) after the guard stopped", v, ok)
+	}
+	// Written by rename: no temporary file left beside it.
+	if m, _ := filepath.Glob(file + "?*"); len(m) > 0 {
+		t.Errorf("left beside the metrics file: %v", m)
+	}
+	if strings.Contains(g.Stderr(), "warning: metrics file") {
+		t.Errorf("the guard warned about its metrics file:\n%s", g.Stderr())
+	}
+}

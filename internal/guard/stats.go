@@ -1,0 +1,103 @@
+package guard
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stats is what a guard's requests came to, for its metrics.
+type Stats struct {
+	Armed                bool
+	Runs                 map[string]int // by outcome
+	LastRun              time.Time
+	LastZeroMS           float64
+	GateForks, GateExecs uint64
+}
+
+type stats struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func (st *stats) add(res Result, at time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.s.Runs == nil {
+		st.s.Runs = map[string]int{}
+	}
+	st.s.Runs[res.Outcome]++
+	st.s.LastRun, st.s.LastZeroMS = at, res.ZeroMS
+	st.s.GateForks += res.GateForks
+	st.s.GateExecs += res.GateExecs
+}
+
+// Stats is what this guard's requests came to since it was armed.
+func (g *Guard) Stats() Stats {
+	g.stats.mu.Lock()
+	defer g.stats.mu.Unlock()
+	s := g.stats.s
+	s.Armed = true
+	s.Runs = map[string]int{}
+	for k, v := range g.stats.s.Runs {
+		s.Runs[k] = v
+	}
+	return s
+}
+
+// ReadStats reads what the guards of runDir recorded in their log, and
+// whether one is armed now (one holds the directory's lock). A missing
+// log is no guard: zero stats and no error.
+func ReadStats(runDir string) (Stats, error) {
+	s := Stats{Runs: map[string]int{}, Armed: Armed(runDir)}
+	f, err := os.Open(filepath.Join(runDir, LogName))
+	if errors.Is(err, os.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Event     string  `json:"event"`
+			Time      string  `json:"time"`
+			Outcome   string  `json:"outcome"`
+			ZeroMS    float64 `json:"zero_ms"`
+			GateForks uint64  `json:"gate_forks"`
+			GateExecs uint64  `json:"gate_execs"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Event != "request" {
+			continue
+		}
+		at, _ := time.Parse(time.RFC3339Nano, e.Time)
+		s.Runs[e.Outcome]++
+		s.LastRun, s.LastZeroMS = at, e.ZeroMS
+		s.GateForks += e.GateForks
+		s.GateExecs += e.GateExecs
+	}
+	return s, sc.Err()
+}
+
+// Armed reports whether a guard holds runDir now: its lock is taken.
+// Nothing is sent to the guard.
+func Armed(runDir string) bool {
+	f, err := os.Open(filepath.Join(runDir, lockName))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}

@@ -1,0 +1,144 @@
+// Package metrics turns a census, and what a guard knows, into
+// Prometheus metrics: the text exposition format that node_exporter's
+// textfile collector reads, written by client_golang (no hand-written
+// exposition). freeze census --format prometheus prints it; freeze guard
+// --metrics-file keeps a file of it current.
+//
+// Cardinality is bounded: the per-executable series are the census's top
+// rows only (--top, at most MaxTop), and the cgroup label is the one
+// tightest pids cgroup.
+package metrics
+
+import (
+	"io"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"freeze/internal/census"
+)
+
+// MaxTop bounds the executables exported, whatever --top asks.
+const MaxTop = 50
+
+// Guard is what a guard adds to the census.
+type Guard struct {
+	Armed bool
+	// Runs counts the guard's requests by outcome (zero, nothing-matched,
+	// survivors, refused, usage...), from its log.
+	Runs map[string]int
+	// LastRun is when the last request ended; LastZero its time to zero
+	// when it reached zero (else 0).
+	LastRun  time.Time
+	LastZero time.Duration
+	// Forks and execs of a chain that the gate refused, over all runs.
+	ForksRefused, ExecsRefused uint64
+}
+
+// Registry builds the metrics of one census (and of a guard, if g is not
+// nil) in a registry of their own.
+func Registry(r *census.Report, g *Guard) (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	gauge := func(name, help string, v float64) prometheus.Gauge {
+		m := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		m.Set(v)
+		reg.MustRegister(m)
+		return m
+	}
+	vec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		m := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+		reg.MustRegister(m)
+		return m
+	}
+
+	gauge("freeze_census_sample_seconds", "How long the census watched the machine.", r.Sample)
+	gauge("freeze_cores", "CPU cores.", float64(r.Cores))
+	load := vec("freeze_load_per_core", "Load average divided by the cores.", "window")
+	for i, w := range []string{"1m", "5m", "15m"} {
+		load.WithLabelValues(w).Set(r.Load[i] / float64(max(r.Cores, 1)))
+	}
+	gauge("freeze_processes", "Live processes (no kernel threads, no zombies).", float64(r.Total))
+	gauge("freeze_tasks", "Tasks, threads included: what counts against pid_max.", float64(r.Tasks))
+	gauge("freeze_pid_max", "The kernel's pid_max.", float64(r.PidMax))
+	if t := r.Tightest; t != nil {
+		vec("freeze_pids_cgroup_current", "pids.current of the pids cgroup using the largest share of its pids.max.", "cgroup").
+			WithLabelValues(t.Path).Set(float64(t.Current))
+		vec("freeze_pids_cgroup_max", "pids.max of the pids cgroup using the largest share of it.", "cgroup").
+			WithLabelValues(t.Path).Set(float64(t.Max))
+	}
+
+	procs := vec("freeze_exe_processes", "Live processes of one executable (the census's top rows).", "exe")
+	orphans := vec("freeze_exe_orphans", "Of those, re-parented to PID 1 or a subreaper.", "exe")
+	growth := vec("freeze_exe_growth_per_second", "Processes of one executable started minus ended, per second of the sample.", "exe")
+	started := vec("freeze_exe_started_per_second", "Processes of one executable started per second of the sample (churn shows here while the count is flat).", "exe")
+	suspect := vec("freeze_exe_suspect", "1 when the census calls the executable a suspect (many copies, orphans, growth or churn).", "exe")
+	sample := max(r.Sample, 1e-3)
+	for i, row := range r.Rows {
+		if i == MaxTop {
+			break
+		}
+		procs.WithLabelValues(row.Exe).Set(float64(row.Count))
+		orphans.WithLabelValues(row.Exe).Set(float64(row.Orphaned))
+		growth.WithLabelValues(row.Exe).Set(float64(row.Appeared-row.Vanished) / sample)
+		started.WithLabelValues(row.Exe).Set(float64(row.Appeared) / sample)
+		suspect.WithLabelValues(row.Exe).Set(b2f(row.Suspect))
+	}
+
+	if g != nil {
+		gauge("freeze_guard_armed", "1 while a freeze guard is armed on this machine.", b2f(g.Armed))
+		runs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "freeze_guard_runs_total", Help: "Requests the guard ran, by how they ended."}, []string{"outcome"})
+		reg.MustRegister(runs)
+		for outcome, n := range g.Runs {
+			runs.WithLabelValues(outcome).Add(float64(n))
+		}
+		if !g.LastRun.IsZero() {
+			gauge("freeze_last_run_timestamp_seconds", "When the guard's last request ended (Unix time).", float64(g.LastRun.UnixNano())/1e9)
+			gauge("freeze_last_run_time_to_zero_seconds", "The last request's time to zero; 0 when it did not reach zero.", g.LastZero.Seconds())
+		}
+		counter := func(name, help string, v uint64) {
+			m := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+			m.Add(float64(v))
+			reg.MustRegister(m)
+		}
+		counter("freeze_gate_forks_refused_total", "Fork and clone attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ForksRefused)
+		counter("freeze_gate_execs_refused_total", "Exec attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ExecsRefused)
+	}
+	return reg, nil
+}
+
+// Write prints the metrics in the text exposition format.
+func Write(w io.Writer, r *census.Report, g *Guard) error {
+	reg, err := Registry(r, g)
+	if err != nil {
+		return err
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteFile replaces path with the metrics, atomically (a temporary file
+// renamed over it), as the textfile collector needs: it must never read
+// half a file.
+func WriteFile(path string, r *census.Report, g *Guard) error {
+	reg, err := Registry(r, g)
+	if err != nil {
+		return err
+	}
+	return prometheus.WriteToTextfile(path, reg)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
