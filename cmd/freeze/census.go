@@ -12,8 +12,8 @@ import (
 
 	"freeze/internal/census"
 	"freeze/internal/guard"
-	"freeze/internal/metrics"
 	"freeze/internal/match"
+	"freeze/internal/metrics"
 	"freeze/internal/proc"
 )
 
