@@ -4,17 +4,68 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"freeze/runbooks"
 )
+
+// needTool skips a test whose ecosystem's tool is missing, except under
+// CI (CI=true), where .ci/run installs it and a skip would hide a check.
+func needTool(t *testing.T, tool, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err == nil {
+		return path
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not found under CI: .ci/run must install Debian's %s", tool, pkg)
+	}
+	t.Skipf("%s not found (apt-get install %s): .ci/run installs it", tool, pkg)
+	return ""
+}
+
+// The alerting rules pass Prometheus' own checks and unit tests
+// (promtool), and every runbook_url names a runbook freeze has and a step
+// that runbook has.
+func TestPrometheusRules(t *testing.T) {
+	promtool := needTool(t, "promtool", "prometheus")
+	dir := "../../deploy/prometheus"
+	for _, args := range [][]string{{"check", "rules", "freeze.rules.yml"}, {"test", "rules", "freeze.rules.test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "freeze.rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := regexp.MustCompile(`runbook_url: https://runbooks\.example\.org/freeze/([a-z-]+)\.md#step-([0-9]+)`).FindAllStringSubmatch(string(b), -1)
+	if alerts := strings.Count(string(b), "- alert:"); len(urls) != alerts {
+		t.Fatalf("%d alerts but %d runbook_urls of the documented form", alerts, len(urls))
+	}
+	for _, u := range urls {
+		text, ok := runbooks.Get(u[1])
+		if !ok {
+			t.Errorf("runbook_url names runbook %q, which freeze does not have", u[1])
+			continue
+		}
+		n, _ := strconv.Atoi(u[2])
+		if !regexp.MustCompile(`(?m)^` + u[2] + `\. `).MatchString(text) || n < 1 {
+			t.Errorf("runbook_url names step %s of %s, which has no such step", u[2], u[1])
+		}
+	}
+}
 
 // The guard's systemd unit passes systemd's own check, runs the real
 // binary's guard command, and keeps the settings that make it a guard
 // (the issue's list): a misspelt directive or a wrong ExecStart fails.
 func TestSystemdUnitVerifies(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze not found (apt-get install systemd): .ci/run installs it")
-	}
+	needTool(t, "systemd-analyze", "systemd")
 	b, err := os.ReadFile("../../deploy/systemd/freeze-guard.service")
 	if err != nil {
 		t.Fatal(err)
