@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/timeline"
+)
+
+// ansible runs ansible-playbook through the harness (capped, owned, its
+// whole cgroup killed at cleanup and on timeout), with Ansible's own
+// files in the test's directory, and returns its exit code and output.
+func ansible(t *testing.T, work string, args ...string) (int, string) {
+	t.Helper()
+	tmp := filepath.Join(work, "ansible-tmp")
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 600, HopCap: 1, Timeout: 400 * time.Second,
+		Command: append([]string{"/usr/bin/ansible-playbook"}, args...),
+		Env: []string{"ANSIBLE_LOCAL_TEMP=" + tmp, "ANSIBLE_REMOTE_TMP=" + tmp, "ANSIBLE_ASYNC_DIR=" + filepath.Join(work, "async"),
+			"ANSIBLE_NOCOLOR=1", "ANSIBLE_RETRY_FILES_ENABLED=0", "ANSIBLE_STDOUT_CALLBACK=default", "ANSIBLE_ROLES_PATH=" + filepath.Join(work, "none")}})
+	ws, ok := c.Exit(300 * time.Second)
+	if !ok {
+		t.Fatalf("ansible-playbook %s did not finish in 300s:\n%s\n%s", strings.Join(args, " "), c.Stdout(), c.Stderr())
+	}
+	return ws.ExitStatus(), c.Stdout() + c.Stderr()
+}
+
+// recap is one host's line of the play recap: ok, changed, failed.
+func recap(t *testing.T, out, host string) (ok, changed, failed int) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(host) + `\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no recap line for %s in:\n%s", host, out)
+	}
+	fmt.Sscan(m[1], &ok)
+	fmt.Sscan(m[2], &changed)
+	fmt.Sscan(m[3], &failed)
+	return
+}
+
+// The playbook, run for real by ansible-core against an inventory of
+// four hosts that are all this machine (local connection), each with its
+// own target as a host var: two capped chains reach zero and report
+// changed, a host with nothing to match reports ok, a host where freeze
+// refuses its options fails; the dry run before changes nothing; every
+// timeline comes back and the fleet postmortem lists each host.
+func TestAnsibleContainsAChainPerHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the chains' pids cgroups, and the playbook's become")
+	}
+	needTool(t, "ansible-playbook", "ansible-core")
+	bin := buildFreeze(t)
+	chain := func() *containtest.Chain {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 150, HopCap: 1000000, Timeout: 400 * time.Second, Interval: 50 * time.Millisecond})
+		if n := c.WaitPopulation(150, 30*time.Second); n != 150 {
+			t.Fatalf("chain reached %d of 150", n)
+		}
+		removeGroupAtCleanup(t, c.Path)
+		return c
+	}
+	a, b := chain(), chain()
+	work := t.TempDir()
+	idle := filepath.Join(work, "idle", "tool")
+	os.MkdirAll(filepath.Dir(idle), 0o755)
+	if err := os.WriteFile(idle, []byte("#!/bin/false\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host := func(name, path, extra string) string {
+		d := filepath.Join(work, name)
+		return fmt.Sprintf("    %s:\n      path: %q\n      freeze_bin_dir: %q\n      timeline_dir: %q\n      run_dir: %q\n%s",
+			name, path, filepath.Join(d, "bin"), filepath.Join(d, "timelines"), filepath.Join(d, "run"), extra)
+	}
+	inv := filepath.Join(work, "inventory.yml")
+	err := os.WriteFile(inv, []byte("all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: /usr/bin/python3\n    ansible_become_method: su\n  hosts:\n"+
+		host("host-a", a.Path, "")+host("host-b", b.Path, "")+host("host-idle", idle, "")+
+		host("host-bad", idle, "      method: bogus\n")), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := "../../deploy/ansible"
+
+	code, out := ansible(t, work, "-i", inv, filepath.Join(dir, "install.yml"), "-e", "freeze_src="+bin)
+	if code != 0 {
+		t.Fatalf("install.yml exit %d:\n%s", code, out)
+	}
+	for _, h := range []string{"host-a", "host-b", "host-idle", "host-bad"} {
+		if _, err := os.Stat(filepath.Join(work, h, "bin", "freeze")); err != nil {
+			t.Fatalf("install.yml did not install freeze for %s: %v", h, err)
+		}
+	}
+
+	code, out = ansible(t, work, "-i", inv, filepath.Join(dir, "contain.yml"), "-e", "dry_run=true", "-e", "incident_dir="+filepath.Join(work, "dry"), "-e", "freeze_local="+bin)
+	if code != 2 || !strings.Contains(out, "150 live processes match") {
+		t.Fatalf("dry run: exit %d (want 2: host-bad's options are refused), and each chain's 150 said:\n%s", code, out)
+	}
+	if n := a.Population(); n != 150 {
+		t.Fatalf("the dry run changed chain a: %d of 150 left", n)
+	}
+
+	incident := filepath.Join(work, "incident")
+	code, out = ansible(t, work, "-i", inv, filepath.Join(dir, "contain.yml"), "-e", "incident_dir="+incident, "-e", "freeze_local="+bin)
+	if code != 2 {
+		t.Fatalf("contain.yml exit %d, want 2 (one host failed):\n%s", code, out)
+	}
+	for _, c := range []*containtest.Chain{a, b} {
+		if left := c.Survivors(); len(left) > 0 {
+			t.Fatalf("%d processes of %s alive after the playbook:\n%s", len(left), c.Path, out)
+		}
+	}
+	for h, want := range map[string][2]int{"host-a": {1, 0}, "host-b": {1, 0}, "host-idle": {0, 0}, "host-bad": {0, 1}} {
+		_, changed, failed := recap(t, out, h)
+		if changed != want[0] || failed != want[1] {
+			t.Errorf("%s: changed=%d failed=%d, want changed=%d failed=%d", h, changed, failed, want[0], want[1])
+		}
+	}
+	if !strings.Contains(out, `freeze exited 2 on this host`) {
+		t.Errorf("host-bad's failure does not give freeze's exit code:\n%s", out)
+	}
+	runs, err := timeline.LoadFleet([]string{incident})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]timeline.HostRun{}
+	for _, r := range runs {
+		got[r.Host] = r
+	}
+	if got["host-a"].Outcome != "zero" || got["host-a"].Matched != 150 || got["host-b"].Outcome != "zero" || got["host-idle"].Outcome != "nothing-matched" || len(runs) != 3 {
+		t.Fatalf("timelines fetched: %+v", runs)
+	}
+	pm, err := os.ReadFile(filepath.Join(incident, "postmortem.md"))
+	if err != nil {
+		t.Fatalf("no postmortem on the control node: %v", err)
+	}
+	for _, want := range []string{"| host-a | zero |", "| host-b | zero |", "| host-idle | nothing-matched |", "3 hosts, 3 runs"} {
+		if !strings.Contains(string(pm), want) {
+			t.Errorf("the postmortem lacks %q:\n%s", want, pm)
+		}
+	}
+}
