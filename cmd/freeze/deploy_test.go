@@ -55,7 +55,7 @@ func TestPrometheusRules(t *testing.T) {
 			continue
 		}
 		n, _ := strconv.Atoi(u[2])
-		if !regexp.MustCompile(`(?m)^` + u[2] + `\. `).MatchString(text) || n < 1 {
+		if !regexp.MustCompile(`(?m)^`+u[2]+`\. `).MatchString(text) || n < 1 {
 			t.Errorf("runbook_url names step %s of %s, which has no such step", u[2], u[1])
 		}
 	}
