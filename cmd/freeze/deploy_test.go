@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"freeze/runbooks"
 )
@@ -93,5 +98,49 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// The Kubernetes manifests decode strictly against the Kubernetes API
+// types (deploy/kubernetes/check, a module of its own so that k8s.io/api
+// stays out of freeze's), and the freeze command lines in them are ones
+// freeze takes.
+func TestKubernetesManifests(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "./...")
+	cmd.Dir = "../../deploy/kubernetes/check"
+	// Its own process group, killed whole on timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the manifests' strict decoding (cd deploy/kubernetes/check && go test ./...): %v\n%s", err, out)
+	}
+	bin := buildFreeze(t)
+	files, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	seen := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^\s*command: (\[.*\])$`).FindAllStringSubmatch(string(b), -1) {
+			var argv []string
+			if err := json.Unmarshal([]byte(m[1]), &argv); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			i := slices.Index(argv, "/opt/freeze/bin/freeze")
+			if i < 0 {
+				continue
+			}
+			seen++
+			args := append(append([]string{}, argv[i+1:]...), "--help")
+			if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+				t.Errorf("%s: freeze does not take %q: %v\n%s", f, argv[i+1:], err, out)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("%d freeze command lines found in the manifests, want 2 (the guard's and the job's)", seen)
 	}
 }
