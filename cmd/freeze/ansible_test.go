@@ -48,7 +48,8 @@ func recap(t *testing.T, out, host string) (ok, changed, failed int) {
 // own target as a host var: two capped chains reach zero and report
 // changed, a host with nothing to match reports ok, a host where freeze
 // refuses its options fails; the dry run before changes nothing; every
-// timeline comes back and the fleet postmortem lists each host.
+// timeline comes back and the fleet postmortem lists each host. One host
+// has a guard armed, and its run is the guard's.
 func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the chains' pids cgroups, and the playbook's become")
@@ -70,10 +71,16 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	if err := os.WriteFile(idle, []byte("#!/bin/false\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// host-b has a guard armed: freeze there hands the request to it.
+	_, guardDir := startGuard(t, bin)
 	host := func(name, path, extra string) string {
 		d := filepath.Join(work, name)
+		run := filepath.Join(d, "run")
+		if name == "host-b" {
+			run = guardDir
+		}
 		return fmt.Sprintf("    %s:\n      path: %q\n      freeze_bin_dir: %q\n      timeline_dir: %q\n      run_dir: %q\n%s",
-			name, path, filepath.Join(d, "bin"), filepath.Join(d, "timelines"), filepath.Join(d, "run"), extra)
+			name, path, filepath.Join(d, "bin"), filepath.Join(d, "timelines"), run, extra)
 	}
 	inv := filepath.Join(work, "inventory.yml")
 	err := os.WriteFile(inv, []byte("all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: /usr/bin/python3\n    ansible_become_method: su\n  hosts:\n"+
@@ -120,6 +127,16 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	}
 	if !strings.Contains(out, `freeze exited 2 on this host`) {
 		t.Errorf("host-bad's failure does not give freeze's exit code:\n%s", out)
+	}
+	// host-b's run was the guard's, over its socket; host-a's was not.
+	var byGuard []string
+	for _, e := range logEvents(t, guardDir) {
+		if e["event"] == "request" {
+			byGuard = append(byGuard, fmt.Sprint(e["source"], " ", e["outcome"], " ", e["request"]))
+		}
+	}
+	if len(byGuard) != 1 || !strings.HasPrefix(byGuard[0], "socket zero ") || !strings.Contains(byGuard[0], b.Path) {
+		t.Errorf("the guard on host-b ran %q, want one socket request for %s that reached zero", byGuard, b.Path)
 	}
 	runs, err := timeline.LoadFleet([]string{incident})
 	if err != nil {
