@@ -106,19 +106,23 @@ var guardDir string
 // prepareGuard arms a 'freeze guard' through the harness (capped, owned,
 // killed at the end of the measurement), as systemd would have started it
 // before the incident, and waits until it says so.
-func prepareGuard(t *testing.T, bin string) { startGuard(t, bin) }
+func prepareGuard(t *testing.T, bin string) { startGuard(t, bin, nil) }
+
+// prepareGuardProcScan arms a guard whose runs scan /proc as before the
+// gate's task iterator (FREEZE_SCAN=proc): the before of that change.
+func prepareGuardProcScan(t *testing.T, bin string) { startGuard(t, bin, []string{"FREEZE_SCAN=proc"}) }
 
 // prepareGuardAuto arms a guard in automatic mode, killing (the chains
 // run from the measurement's temporary directory, which is disposable),
 // and limited to that directory.
 func prepareGuardAuto(t *testing.T, bin string) {
-	startGuard(t, bin, "--auto", "300", "--auto-kill", "--auto-under", filepath.Dir(t.TempDir()))
+	startGuard(t, bin, nil, "--auto", "300", "--auto-kill", "--auto-under", filepath.Dir(t.TempDir()))
 }
 
-func startGuard(t *testing.T, bin string, extra ...string) {
+func startGuard(t *testing.T, bin string, env []string, extra ...string) {
 	guardDir = filepath.Join(t.TempDir(), "run")
 	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Lifted: true, Cap: 200, HopCap: 1, Timeout: 10 * time.Minute,
-		Command: append([]string{bin, "guard", "--run-dir", guardDir}, extra...)})
+		Command: append([]string{bin, "guard", "--run-dir", guardDir}, extra...), Env: env})
 	end := time.Now().Add(30 * time.Second)
 	for !strings.Contains(g.Stderr(), "freeze: guard: armed") {
 		if time.Now().After(end) {
@@ -289,6 +293,14 @@ func responders() []responder {
 		// An armed guard (started lifted, as its systemd unit does),
 		// asked through its FIFO at time zero: no fork, no exec.
 		{name: "freeze-guard", prepare: prepareGuard, run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			askGuard(stop, freezeArgs(cs))
+		}},
+		// The same two with every scan of the run read from /proc, as
+		// before the gate's task iterator: the before of that change.
+		{name: "freeze-bpf-procscan-lifted-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			asLiftedShell(stop, "env", append([]string{"FREEZE_SCAN=proc", bin}, freezeArgs(cs, "--method", "bpf")...)...)
+		}},
+		{name: "freeze-guard-procscan", prepare: prepareGuardProcScan, run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			askGuard(stop, freezeArgs(cs))
 		}},
 		// An armed guard in automatic mode (--auto 300 --auto-kill):

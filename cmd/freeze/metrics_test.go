@@ -105,7 +105,8 @@ func TestCensusPrometheusSeesAChain(t *testing.T) {
 }
 
 // freeze guard --metrics-file keeps the file current: armed, then after a
-// request the run's outcome and time to zero, and armed 0 once stopped.
+// request the run's outcome and time to zero, and armed 0 once stopped;
+// freeze census --run-dir says the same from the guard's lock and log.
 func TestGuardMetricsFile(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the guard's run directory and the chain's pids cgroup")
@@ -153,6 +154,18 @@ func TestGuardMetricsFile(t *testing.T) {
 	}
 	if left := c.Survivors(); len(left) > 0 {
 		t.Fatalf("%d of the chain alive after zero", len(left))
+	}
+	// The command line's census reads the same from the guard's lock and
+	// log.
+	out, err := exec.Command(bin, "census", "--format", "prometheus", "--sample", "10ms", "--run-dir", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs := parseExposition(t, out)
+	armed, _ := value(mfs, "freeze_guard_armed", "", "")
+	zero, _ := value(mfs, "freeze_guard_runs_total", "outcome", "zero")
+	if armed != 1 || zero != 1 {
+		t.Errorf("census --run-dir with the guard armed: armed %v, runs to zero %v; want 1 and 1", armed, zero)
 	}
 	if err := syscall.Kill(g.Leader, syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -187,6 +187,17 @@ int BPF_PROG(gate_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 // cgroup.kill is for a group, without moving anything into one.
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym;
 
+// killed marks the processes the kill iterator has signalled, so that
+// each is counted once: a pass may show a task twice (the iterator's read
+// restarts at the last object), and the kill rounds run passes while
+// anything is alive.
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} killed SEC(".maps");
+
 SEC("iter/task")
 int gate_kill(struct bpf_iter__task *ctx)
 {
@@ -195,8 +206,62 @@ int gate_kill(struct bpf_iter__task *ctx)
 		return 0;
 	if (!in_chain(t))
 		return 0;
-	if (bpf_send_signal_task(t, 9, PIDTYPE_TGID, 0) == 0)
+	__u32 *k = bpf_task_storage_get(&killed, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (bpf_send_signal_task(t, 9, PIDTYPE_TGID, 0) == 0 && k && !*k) {
+		*k = 1;
 		count(C_KILLED);
+	}
+	return 0;
+}
+
+// The scan: one record per process (thread group leader), what a scan
+// reads from /proc/PID/stat and a stat of /proc/PID/exe, in one pass in
+// the kernel. Reading 12,000 processes through /proc takes about 0.2 s
+// here (a directory read, then a stat read and an exe stat each); this
+// takes a few milliseconds, and does not contend with the chain's exits
+// on /proc's locks.
+struct task_rec {
+	__u32 pid;
+	__u32 ppid;
+	__u64 start_ns; // start_boottime: /proc's field 22 is this / (1e9 / USER_HZ)
+	__u64 ino;
+	__u32 dev;   // the kernel's encoding: major<<20 | minor
+	__u32 nlink; // 0: the executable was deleted
+	__u32 state; // __state; /proc's letter is computed from it and exit_state
+	__s32 exit_state;
+	__u32 flags; // PF_KTHREAD for kernel threads
+	__u32 has_exe;
+	char comm[16];
+};
+
+// Keeps the record's type in the object's BTF, for bpf2go's Go type.
+const struct task_rec *unused_task_rec __attribute__((unused));
+
+SEC("iter/task")
+int gate_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	if (!t || t->pid != t->tgid)
+		return 0;
+	struct task_rec r = {};
+	r.pid = t->tgid;
+	r.ppid = t->real_parent->tgid;
+	r.start_ns = t->start_boottime;
+	r.state = t->__state;
+	r.exit_state = t->exit_state;
+	r.flags = t->flags;
+	bpf_probe_read_kernel(&r.comm, sizeof(r.comm), &t->comm);
+	struct mm_struct *mm = t->mm;
+	if (mm) {
+		struct file *f = mm->exe_file;
+		if (f) {
+			r.has_exe = 1;
+			r.ino = f->f_inode->i_ino;
+			r.dev = f->f_inode->i_sb->s_dev;
+			r.nlink = f->f_inode->i_nlink;
+		}
+	}
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }
 

@@ -55,6 +55,7 @@ var ErrUnsupported = errors.New("the gate is built for x86_64 only")
 type Gate struct {
 	objs  gateObjects
 	links []link.Link
+	tasks *link.Iter // the scan iterator, attached at its first use
 	// LoadTook and AttachTook are how long loading and attaching took.
 	LoadTook, AttachTook time.Duration
 	Files                int  // identities in the targets map
@@ -185,7 +186,7 @@ type Counters struct {
 	ExecsStopped uint64 // exec-family calls of the chain answered with the action
 	TargetExecs  uint64 // execs of a target file by a process not yet gated, stopped
 	Lineage      uint64 // children gated because their parent was
-	Killed       uint64 // processes KillAll signalled
+	Killed       uint64 // processes KillAll signalled, each counted once
 }
 
 // KillAll sends SIGKILL to every process of the chain, by the gate's
@@ -238,7 +239,12 @@ func (g *Gate) Detach() error {
 
 // Close detaches and unloads.
 func (g *Gate) Close() error {
-	return errors.Join(g.Detach(), g.objs.Close())
+	var err error
+	if g.tasks != nil {
+		err = g.tasks.Close()
+		g.tasks = nil
+	}
+	return errors.Join(err, g.Detach(), g.objs.Close())
 }
 
 // Exempt returns the pid of the calling process and of each ancestor up

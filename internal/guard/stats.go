@@ -55,13 +55,14 @@ func (g *Guard) Stats() Stats {
 // whether one is armed now (one holds the directory's lock). A missing
 // log is no guard: zero stats and no error.
 func ReadStats(runDir string) (Stats, error) {
-	s := Stats{Runs: map[string]int{}, Armed: Armed(runDir)}
+	var st stats
+	st.s = Stats{Runs: map[string]int{}, Armed: Armed(runDir)}
 	f, err := os.Open(filepath.Join(runDir, LogName))
 	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
+		return st.s, nil
 	}
 	if err != nil {
-		return s, err
+		return st.s, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -79,12 +80,9 @@ func ReadStats(runDir string) (Stats, error) {
 			continue
 		}
 		at, _ := time.Parse(time.RFC3339Nano, e.Time)
-		s.Runs[e.Outcome]++
-		s.LastRun, s.LastZeroMS = at, e.ZeroMS
-		s.GateForks += e.GateForks
-		s.GateExecs += e.GateExecs
+		st.add(Result{Outcome: e.Outcome, ZeroMS: e.ZeroMS, GateForks: e.GateForks, GateExecs: e.GateExecs}, at)
 	}
-	return s, sc.Err()
+	return st.s, sc.Err()
 }
 
 // Armed reports whether a guard holds runDir now: its lock is taken.

@@ -184,9 +184,13 @@ func TestScanExcludesSelf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Processes of the test's own, so the scan has something besides
+	// itself to look at on a quiet machine.
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 3, HopCap: 1000, Timeout: 60 * time.Second})
+	c.WaitPopulation(3, 30*time.Second)
 	res := scan(t, Spec{Targets: []Target{tg}})
-	if res.Scanned < 2 {
-		t.Fatalf("the scan looked at %d processes", res.Scanned)
+	if res.Scanned < 3 {
+		t.Fatalf("the scan looked at %d processes, fewer than the test's own chain of 3", res.Scanned)
 	}
 	for _, p := range res.Procs {
 		if p.PID == os.Getpid() {
@@ -221,5 +225,76 @@ func TestPrimeServesOneScan(t *testing.T) {
 	}
 	if res, _ := s.Scan(); res.Scanned <= 0 || res.Live() != 5 {
 		t.Fatalf("second scan: %d scanned, %d live; want /proc read again and the chain's 5", res.Scanned, res.Live())
+	}
+}
+
+// procTasks is a task source that reads /proc, as the gate's iterator
+// reports it: a scan through it must find what a scan of /proc finds.
+func procTasks(calls *int) TaskSource {
+	return func(buf []proc.Task) ([]proc.Task, error) {
+		*calls++
+		pids, err := proc.Default.PIDs(nil)
+		if err != nil {
+			return buf, err
+		}
+		for _, pid := range pids {
+			st, err := proc.Default.ReadStat(pid)
+			if err != nil {
+				continue
+			}
+			f, err := proc.Default.ExeFile(pid)
+			buf = append(buf, proc.Task{Stat: st, Exe: f, HasExe: err == nil})
+		}
+		return buf, nil
+	}
+}
+
+// A scan from a task source finds the same set as a scan of /proc, the
+// chain's frozen processes and their descendants, and not its decoy; a
+// source that fails leaves the scan to /proc and says why.
+func TestScanFromTasks(t *testing.T) {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 12, HopCap: 1000, Timeout: 60 * time.Second, V2Group: true})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 5, HopCap: 1000, Timeout: 60 * time.Second, Name: "chain-2", Dir: c.Dir})
+	c.WaitPopulation(12, 30*time.Second)
+	decoy.WaitPopulation(5, 30*time.Second)
+	if err := c.FreezeV2(10 * time.Second); err != nil {
+		t.Skipf("cannot freeze the chain to compare two scans of it: %v", err)
+	}
+	tg, err := Resolve(c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Targets: []Target{tg}}
+	want, err := NewScanner(proc.Default, spec).Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	s := NewScanner(proc.Default, spec)
+	s.UseTasks(procTasks(&calls))
+	got, err := s.Scan()
+	if err != nil || calls != 1 || s.TaskErr != nil {
+		t.Fatalf("scan from tasks: %v (calls %d, source error %v)", err, calls, s.TaskErr)
+	}
+	ids := func(r Result) map[proc.ID]Reason {
+		m := map[proc.ID]Reason{}
+		for _, p := range r.Procs {
+			m[p.ID] = p.Reason
+		}
+		return m
+	}
+	w, g := ids(want), ids(got)
+	if len(w) != 12 || len(g) != len(w) {
+		t.Fatalf("from /proc %d matched, from tasks %d; want the chain's 12", len(w), len(g))
+	}
+	for id, r := range w {
+		if g[id] != r {
+			t.Errorf("%v: %v from /proc, %v from tasks", id, r, g[id])
+		}
+	}
+	s.UseTasks(func(buf []proc.Task) ([]proc.Task, error) { return buf, errors.New("no iterator") })
+	again, err := s.Scan()
+	if err != nil || again.Live() != 12 || s.TaskErr == nil {
+		t.Fatalf("with a failing source: %d matched, %v, source error %v", again.Live(), err, s.TaskErr)
 	}
 }

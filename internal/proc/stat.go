@@ -157,3 +157,13 @@ func gone(err error) error {
 	}
 	return err
 }
+
+// Task is one process as a scan sees it: its stat, and the identity of
+// its executable (HasExe false for a zombie or a kernel thread). A BPF
+// task iterator reports it in one pass (gate.Tasks); /proc gives the same
+// through ReadStat and ExeFile.
+type Task struct {
+	Stat
+	Exe    File
+	HasExe bool
+}

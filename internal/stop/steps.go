@@ -25,11 +25,16 @@ func (r *run) match() error {
 	}
 	r.res, r.out.Matched = res, res.Live()
 	took := time.Since(t0)
-	r.rec.Record(timeline.StageMatch, timeline.StepMatch, fmt.Sprintf("%d live processes match (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v",
-		res.Live(), res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond)),
+	from := r.scanner.ReadFrom()
+	msg := fmt.Sprintf("%d live processes match (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
+		res.Live(), res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond), from)
+	if err := r.scanner.TaskErr; err != nil {
+		msg += " (the task iterator: " + err.Error() + ")"
+	}
+	r.rec.Record(timeline.StageMatch, timeline.StepMatch, msg,
 		timeline.F{"matched": res.Live(), "by_path": res.Counts[match.ByPath], "by_deleted": res.Counts[match.ByDeleted],
 			"by_under": res.Counts[match.ByUnder], "descendants": res.Counts[match.ByDescendant],
-			"zombies": len(res.Zombies), "scanned": res.Scanned, "scan_ms": ms(took)})
+			"zombies": len(res.Zombies), "scanned": res.Scanned, "scan_ms": ms(took), "scan_from": from})
 	r.out.Hidden = res.Hidden
 	if len(res.Hidden) > 0 {
 		var pids []int

@@ -1,0 +1,124 @@
+package gate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"unsafe"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/proc"
+)
+
+// recSize is the size of one record of the scan program (task_rec).
+const recSize = int(unsafe.Sizeof(gateTaskRec{}))
+
+// USER_HZ: /proc's start time (field 22) is start_boottime in these
+// units, rounded down.
+const nsPerTick = 1e9 / 100
+
+// ErrPidNamespace: the iterator reports the initial pid namespace's pids,
+// and freeze runs in another, whose /proc numbers them otherwise.
+var ErrPidNamespace = errors.New("freeze runs in a pid namespace of its own: its pids are not the kernel's")
+
+// initPidNS reports whether freeze runs in the initial pid namespace
+// (PROC_PID_INIT_INO), where the iterator's pids are /proc's.
+var initPidNS = sync.OnceValue(func() bool {
+	l, err := os.Readlink("/proc/self/ns/pid")
+	return err == nil && l == "pid:[4026531836]"
+})
+
+// Tasks lists every process (thread group) as /proc would show it, in one
+// pass of the gate's task iterator: pid, parent, start time, state, comm,
+// and the executable's identity, appended to buf. Only in the initial pid
+// namespace (else ErrPidNamespace). The kernel's task iterator does not
+// show PID 1 here (measured on 6.18: it starts at 2); a scan never looks
+// at PID 1.
+//
+// It is what a scan reads, without /proc: a few milliseconds for 12,000
+// processes where reading /proc took about 0.2 s. The scan falls back to
+// /proc for the link's text (deleted files, --under) and for --arg.
+func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) {
+	if !initPidNS() {
+		return buf, ErrPidNamespace
+	}
+	if g.tasks == nil {
+		l, err := link.AttachIter(link.IterOptions{Program: g.objs.GateTasks})
+		if err != nil {
+			return buf, fmt.Errorf("the scan iterator: %w", err)
+		}
+		g.tasks = l
+	}
+	r, err := g.tasks.Open()
+	if err != nil {
+		return buf, fmt.Errorf("the scan iterator: %w", err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return buf, fmt.Errorf("the scan iterator: %w", err)
+	}
+	for len(b) >= recSize {
+		var rec gateTaskRec
+		if _, err := binary.Decode(b[:recSize], binary.NativeEndian, &rec); err != nil {
+			return buf, fmt.Errorf("the scan iterator: %w", err)
+		}
+		b = b[recSize:]
+		buf = append(buf, taskOf(rec))
+	}
+	return buf, nil
+}
+
+// taskOf turns a record into what /proc would say.
+func taskOf(r gateTaskRec) proc.Task {
+	comm := make([]byte, 0, 16)
+	for _, c := range r.Comm {
+		if c == 0 {
+			break
+		}
+		comm = append(comm, byte(c))
+	}
+	t := proc.Task{
+		Stat: proc.Stat{PID: int(r.Pid), PPID: int(r.Ppid), Comm: string(comm), Flags: uint64(r.Flags),
+			Start: r.StartNs / nsPerTick, State: stateLetter(r.State, r.ExitState)},
+		HasExe: r.HasExe != 0,
+	}
+	if t.HasExe {
+		// The kernel's s_dev is major<<20 | minor; stat(2) encodes it
+		// otherwise.
+		t.Exe = proc.File{Dev: unix.Mkdev(r.Dev>>20, r.Dev&0xfffff), Ino: r.Ino, Nlink: uint64(r.Nlink)}
+	}
+	return t
+}
+
+// stateLetter is /proc's state letter (fs/proc/array.c, task_state_index):
+// the highest bit of (state | exit_state) & TASK_REPORT, with TASK_IDLE
+// shown as I and an rtlock wait as D.
+func stateLetter(state uint32, exit int32) byte {
+	const (
+		taskReport   = 0x7f
+		taskIdle     = 0x402 // TASK_UNINTERRUPTIBLE | TASK_NOLOAD
+		rtlockWait   = 0x1000
+		uninterrupt  = 0x2
+		letters      = "RSDTtXZPI"
+		reportIdleIx = 8
+	)
+	s := (state | uint32(exit)) & taskReport
+	switch state {
+	case taskIdle:
+		return letters[reportIdleIx]
+	case rtlockWait:
+		s = uninterrupt
+	}
+	i := 0
+	for s != 0 {
+		i++
+		s >>= 1
+	}
+	return letters[i]
+}
