@@ -9,7 +9,7 @@ import (
 const usage = `Usage:
     freeze --path PATH [--path PATH ...] [options]
     freeze --under DIR [options]
-    freeze census [--sample 1s] [--top N] [--json]
+    freeze census [--sample 1s] [--top N] [--format text|json|prometheus]
     freeze drill [--size N] [--shape tree|line|churn]
     freeze runbook [NAME | --list]
     freeze timeline FILE [--format markdown|text|json]
