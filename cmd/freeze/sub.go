@@ -199,12 +199,14 @@ func runDrill(o out, args []string) int {
 	case "":
 	case "fifo":
 		ask = func(words []string) (guard.Result, error) {
+			words = append(words, "--timeline", strings.TrimSuffix(*tpath, ".jsonl")+"-guard.jsonl")
 			o.sayf("drill: asking the guard at %s through its FIFO: echo %s > %s", *runDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(*runDir, guard.AskName))
 			return guard.AskFIFO(*runDir, words, *timeout+30*time.Second)
 		}
 	case "socket":
 		ask = func(words []string) (guard.Result, error) {
-			tl := filepath.Join(timelineDir, "drill-guard-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
+			// The guard's run writes its own timeline, beside the drill's.
+			tl := strings.TrimSuffix(*tpath, ".jsonl") + "-guard.jsonl"
 			words = append(words, "--timeline", tl)
 			o.sayf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", *runDir)
 			code, err := guard.Ask(*runDir, words, o.stderr, o.stderr)
@@ -220,7 +222,9 @@ func runDrill(o out, args []string) int {
 		return exitUsage
 	}
 	if *tpath == "" {
-		*tpath = filepath.Join(timelineDir, "drill-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
+		// Milliseconds: two drills started in the same second (a test's
+		// two doors to one guard) must not append to one file.
+		*tpath = filepath.Join(timelineDir, "drill-"+time.Now().UTC().Format("20060102T150405.000Z")+".jsonl")
 	}
 	raised, _ := raise()
 	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
