@@ -171,11 +171,12 @@ func (r *run) grow() error {
 		return nil
 	}
 	var last freeze.Round
+	moved, _ := roundWords(g)
 	r.scanner.Prime(r.res) // round 1 acts on the match's scan
 	res, err := freeze.Grow(r.c.FS, r.scanner, g, r.deadline, r.interrupted, func(n freeze.Round) {
 		last = n
-		r.rec.Record(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d moved in, %d gone, frozen=%v (%v)",
-			n.N, n.Matched, n.Outside, n.Moved, n.Gone, n.Frozen, n.Took.Round(time.Millisecond)),
+		r.rec.Record(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone, frozen=%v (%v)",
+			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, n.Took.Round(time.Millisecond)),
 			timeline.F{"round": n.N, "matched": n.Matched, "outside": n.Outside, "moved": n.Moved, "gone": n.Gone,
 				"reused_pids": n.Reused, "frozen": n.Frozen, "took_ms": ms(n.Took)})
 	})
@@ -213,9 +214,10 @@ func (r *run) hold() error {
 // row find none.
 func (r *run) kill() error {
 	g := r.out.Group
+	_, inside := roundWords(g)
 	r.scanner.Prime(r.res) // round 1 kills the fixed set as the last scan found it
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted}, func(n rounds.Round) {
-		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d in the group), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, n.Signaled, n.Took.Round(time.Millisecond)),
+		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, n.Signaled, n.Took.Round(time.Millisecond)),
 			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "took_ms": ms(n.Took)})
 	})
 	r.out.Survivors, r.out.Zombies = ko.Survivors, ko.Zombies
@@ -279,4 +281,14 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// roundWords say what a round did in the terms of the set's method: a
+// cgroup moves processes in and kills what it holds; the gate marks them
+// and kills what it gates in one pass in the kernel.
+func roundWords(g freeze.Group) (moved, inside string) {
+	if g.Method() == freeze.Bpf {
+		return "marked", "held by the gate, killed by its iterator"
+	}
+	return "moved in", "in the group"
 }
