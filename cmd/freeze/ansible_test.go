@@ -56,15 +56,7 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	}
 	needTool(t, "ansible-playbook", "ansible-core")
 	bin := buildFreeze(t)
-	chain := func() *containtest.Chain {
-		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 150, HopCap: 1000000, Timeout: 400 * time.Second, Interval: 50 * time.Millisecond})
-		if n := c.WaitPopulation(150, 30*time.Second); n != 150 {
-			t.Fatalf("chain reached %d of 150", n)
-		}
-		removeGroupAtCleanup(t, c.Path)
-		return c
-	}
-	a, b := chain(), chain()
+	a, b := treeAtCap(t, 150, 50*time.Millisecond), treeAtCap(t, 150, 50*time.Millisecond)
 	work := t.TempDir()
 	idle := filepath.Join(work, "idle", "tool")
 	os.MkdirAll(filepath.Dir(idle), 0o755)

@@ -60,11 +60,7 @@ func event(t *testing.T, path string, step timeline.Step) (timeline.Event, bool)
 func TestGatedRunKilledLeavesTheChainStoppedAndARerunFinishes(t *testing.T) {
 	needGate(t)
 	bin := buildFreeze(t)
-	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 400, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
-	if n := chain.WaitPopulation(400, 30*time.Second); n != 400 {
-		t.Fatalf("chain reached %d of 400", n)
-	}
-	removeGroupAtCleanup(t, chain.Path)
+	chain := treeAtCap(t, 400, 50*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
 		Command: []string{bin, "--method", "bpf", "--hold", "--path", chain.Path, "--timeline", tl}})
@@ -135,11 +131,7 @@ func TestGatedRunKilledLeavesTheChainStoppedAndARerunFinishes(t *testing.T) {
 func TestGateFailureFallsBackAndSaysWhy(t *testing.T) {
 	needGate(t)
 	bin := buildFreeze(t)
-	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
-	if n := chain.WaitPopulation(100, 30*time.Second); n != 100 {
-		t.Fatalf("chain reached %d of 100", n)
-	}
-	removeGroupAtCleanup(t, chain.Path)
+	chain := treeAtCap(t, 100, 50*time.Millisecond)
 	bad := filepath.Join(t.TempDir(), "vmlinux")
 	if err := os.WriteFile(bad, []byte("not BTF"), 0o644); err != nil {
 		t.Fatal(err)

@@ -114,14 +114,7 @@ func TestGuard(t *testing.T) {
 			}
 		}
 	})
-	chain := func(t *testing.T) *containtest.Chain {
-		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
-		if n := c.WaitPopulation(200, 30*time.Second); n != 200 {
-			t.Fatalf("chain reached %d of 200", n)
-		}
-		removeGroupAtCleanup(t, c.Path)
-		return c
-	}
+	chain := func(t *testing.T) *containtest.Chain { return treeAtCap(t, 200, 50*time.Millisecond) }
 
 	t.Run("fifo", func(t *testing.T) {
 		c := chain(t)

@@ -34,11 +34,7 @@ func TestRunsWithinItsPidHeadroom(t *testing.T) {
 	}
 	bin := buildFreeze(t)
 	run := func(t *testing.T, headroom int) (bool, string, *containtest.Chain) {
-		chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
-		if n := chain.WaitPopulation(300, 30*time.Second); n != 300 {
-			t.Fatalf("chain reached %d of 300", n)
-		}
-		removeGroupAtCleanup(t, chain.Path)
+		chain := treeAtCap(t, 300, 100*time.Millisecond)
 		fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: headroom, HopCap: 1, Timeout: 90 * time.Second,
 			Command: []string{bin, "--path", chain.Path, "--timeline", filepath.Join(t.TempDir(), "t.jsonl")}})
 		ws, ok := fz.Exit(60 * time.Second)

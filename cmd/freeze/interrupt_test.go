@@ -27,11 +27,7 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 		t.Skip("needs root: the chain is capped by a pids cgroup")
 	}
 	bin := buildFreeze(t)
-	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 400, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
-	if n := chain.WaitPopulation(400, 30*time.Second); n != 400 {
-		t.Fatalf("chain reached %d of 400", n)
-	}
-	removeGroupAtCleanup(t, chain.Path)
+	chain := treeAtCap(t, 400, 100*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	started := time.Now()
 	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,

@@ -27,11 +27,7 @@ func TestConcurrentRunsAndAStaleLock(t *testing.T) {
 		t.Skip("needs root: the chain is capped by a pids cgroup")
 	}
 	bin := buildFreeze(t)
-	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
-	if n := chain.WaitPopulation(300, 30*time.Second); n != 300 {
-		t.Fatalf("chain reached %d of 300", n)
-	}
-	removeGroupAtCleanup(t, chain.Path)
+	chain := treeAtCap(t, 300, 100*time.Millisecond)
 	run := func(name string) *containtest.Chain {
 		return containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
 			Command: []string{bin, "--path", chain.Path, "--timeline", filepath.Join(t.TempDir(), name+".jsonl")}})
@@ -99,4 +95,18 @@ func removeGroupAtCleanup(t *testing.T, path string) {
 		// next run takes it over), named after the test's own chain.
 		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
 	})
+}
+
+// treeAtCap starts a tree chain through the harness, capped at cap (a
+// literal at the caller) and forking every interval, waits until it
+// fills its cap, and removes at cleanup the group a freeze run may have
+// left for it.
+func treeAtCap(t *testing.T, cap int, interval time.Duration) *containtest.Chain {
+	t.Helper()
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: cap, HopCap: 1000000, Timeout: 300 * time.Second, Interval: interval})
+	if n := c.WaitPopulation(cap, 30*time.Second); n != cap {
+		t.Fatalf("chain reached %d of %d", n, cap)
+	}
+	removeGroupAtCleanup(t, c.Path)
+	return c
 }

@@ -63,10 +63,7 @@ func TestCensusPrometheusSeesAChain(t *testing.T) {
 		t.Skip("needs root: the chain's pids cgroup")
 	}
 	bin := buildFreeze(t)
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 150, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
-	if n := c.WaitPopulation(150, 30*time.Second); n != 150 {
-		t.Fatalf("chain reached %d of 150", n)
-	}
+	c := treeAtCap(t, 150, 50*time.Millisecond)
 	out, err := exec.Command(bin, "census", "--format", "prometheus", "--sample", "300ms", "--top", "50", "--run-dir", filepath.Join(t.TempDir(), "none")).Output()
 	if err != nil {
 		t.Fatalf("census: %v", err)
@@ -128,11 +125,7 @@ func TestGuardMetricsFile(t *testing.T) {
 		t.Fatalf("freeze_guard_armed %v once armed", v)
 	}
 
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 50 * time.Millisecond})
-	if n := c.WaitPopulation(100, 30*time.Second); n != 100 {
-		t.Fatalf("chain reached %d of 100", n)
-	}
-	removeGroupAtCleanup(t, c.Path)
+	c := treeAtCap(t, 100, 50*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	ask(t, dir, "--path '"+c.Path+"' --timeline '"+tl+"'\n")
 	end := time.Now().Add(60 * time.Second)
