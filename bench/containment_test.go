@@ -119,6 +119,19 @@ func prepareGuardAuto(t *testing.T, bin string) {
 	startGuard(t, bin, nil, "--auto", "300", "--auto-kill", "--auto-under", filepath.Dir(t.TempDir()))
 }
 
+// awaitAuto is an automatic guard's part in a pair: nobody asks; at the
+// end, the timelines its runs wrote to the default place are removed.
+func awaitAuto(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+	<-stop
+	b, _ := os.ReadFile(filepath.Join(guardDir, "guard.log"))
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct{ Timeline string }
+		if json.Unmarshal([]byte(line), &e) == nil && strings.HasPrefix(e.Timeline, "/var/tmp/freeze/") {
+			os.Remove(e.Timeline)
+		}
+	}
+}
+
 func startGuard(t *testing.T, bin string, env []string, extra ...string) {
 	guardDir = filepath.Join(t.TempDir(), "run")
 	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Lifted: true, Cap: 200, HopCap: 1, Timeout: 10 * time.Minute,
@@ -305,17 +318,7 @@ func responders() []responder {
 		}},
 		// An armed guard in automatic mode (--auto 300 --auto-kill):
 		// nobody asks; the figure is the peak it allowed.
-		{name: "freeze-guard-auto", auto: true, prepare: prepareGuardAuto, run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
-			<-stop
-			// Its runs wrote their timelines to the default place.
-			b, _ := os.ReadFile(filepath.Join(guardDir, "guard.log"))
-			for _, line := range strings.Split(string(b), "\n") {
-				var e struct{ Timeline string }
-				if json.Unmarshal([]byte(line), &e) == nil && strings.HasPrefix(e.Timeline, "/var/tmp/freeze/") {
-					os.Remove(e.Timeline)
-				}
-			}
-		}},
+		{name: "freeze-guard-auto", auto: true, prepare: prepareGuardAuto, run: awaitAuto},
 		{name: "freeze-bpf-killaction-lifted-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
 			// The gate answering with SIGKILL in a killing run: is letting
 			// the chain kill itself at its next fork worth it?

@@ -55,7 +55,7 @@ var ErrUnsupported = errors.New("the gate is built for x86_64 only")
 type Gate struct {
 	objs  gateObjects
 	links []link.Link
-	tasks *link.Iter // the scan iterator, attached at its first use
+	scan  taskIter // the scan iterator, attached at its first use
 	// LoadTook and AttachTook are how long loading and attaching took.
 	LoadTook, AttachTook time.Duration
 	Files                int  // identities in the targets map
@@ -239,12 +239,7 @@ func (g *Gate) Detach() error {
 
 // Close detaches and unloads.
 func (g *Gate) Close() error {
-	var err error
-	if g.tasks != nil {
-		err = g.tasks.Close()
-		g.tasks = nil
-	}
-	return errors.Join(err, g.Detach(), g.objs.Close())
+	return errors.Join(g.scan.close(), g.Detach(), g.objs.Close())
 }
 
 // Exempt returns the pid of the calling process and of each ancestor up

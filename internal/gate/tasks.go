@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -44,17 +45,29 @@ var initPidNS = sync.OnceValue(func() bool {
 // processes where reading /proc took about 0.2 s. The scan falls back to
 // /proc for the link's text (deleted files, --under) and for --arg.
 func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) {
+	g.scan.prog = g.objs.GateTasks
+	return g.scan.tasks(buf)
+}
+
+// taskIter runs the scan program: its link is attached at the first use
+// and kept until close.
+type taskIter struct {
+	prog *ebpf.Program
+	link *link.Iter
+}
+
+func (ti *taskIter) tasks(buf []proc.Task) ([]proc.Task, error) {
 	if !initPidNS() {
 		return buf, ErrPidNamespace
 	}
-	if g.tasks == nil {
-		l, err := link.AttachIter(link.IterOptions{Program: g.objs.GateTasks})
+	if ti.link == nil {
+		l, err := link.AttachIter(link.IterOptions{Program: ti.prog})
 		if err != nil {
 			return buf, fmt.Errorf("the scan iterator: %w", err)
 		}
-		g.tasks = l
+		ti.link = l
 	}
-	r, err := g.tasks.Open()
+	r, err := ti.link.Open()
 	if err != nil {
 		return buf, fmt.Errorf("the scan iterator: %w", err)
 	}
@@ -72,6 +85,15 @@ func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) {
 		buf = append(buf, taskOf(rec))
 	}
 	return buf, nil
+}
+
+func (ti *taskIter) close() error {
+	if ti.link == nil {
+		return nil
+	}
+	err := ti.link.Close()
+	ti.link = nil
+	return err
 }
 
 // taskOf turns a record into what /proc would say.
