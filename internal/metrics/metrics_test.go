@@ -1,0 +1,78 @@
+package metrics
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"freeze/internal/census"
+)
+
+// The exposition of a census with more rows than MaxTop keeps MaxTop
+// executables (bounded cardinality), parses with Prometheus' text parser,
+// and carries the guard's counts; the file is written whole.
+func TestWriteBoundsAndParses(t *testing.T) {
+	r := &census.Report{Cores: 2, Load: [3]float64{4, 2, 1}, Sample: 0.5, Total: 900, Tasks: 1000, PidMax: 32768,
+		Tightest: &census.PidsCgroup{Path: "/sys/fs/cgroup/pids/ci", Current: 290, Max: 300}}
+	for i := 0; i < MaxTop+20; i++ {
+		r.Rows = append(r.Rows, census.Row{Exe: fmt.Sprintf("/tmp/t/exe-%03d", i), Count: 100 - i, Appeared: 10, Vanished: 5, Orphaned: 1, Suspect: i == 0})
+	}
+	g := &Guard{Armed: true, Runs: map[string]int{"zero": 3, "survivors": 1}, LastRun: time.Unix(1700000000, 0), LastZero: 250 * time.Millisecond, ForksRefused: 42}
+	var b bytes.Buffer
+	if err := Write(&b, r, g); err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	if n := len(mfs["freeze_exe_processes"].GetMetric()); n != MaxTop {
+		t.Errorf("%d executables exported, want %d", n, MaxTop)
+	}
+	one := func(name string) float64 {
+		m := mfs[name].GetMetric()
+		if len(m) != 1 {
+			t.Fatalf("%s: %d series", name, len(m))
+		}
+		if m[0].Gauge != nil {
+			return m[0].Gauge.GetValue()
+		}
+		return m[0].Counter.GetValue()
+	}
+	for name, want := range map[string]float64{
+		"freeze_tasks": 1000, "freeze_pid_max": 32768, "freeze_pids_cgroup_current": 290, "freeze_pids_cgroup_max": 300,
+		"freeze_guard_armed": 1, "freeze_last_run_time_to_zero_seconds": 0.25, "freeze_gate_forks_refused_total": 42,
+	} {
+		if got := one(name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if n := len(mfs["freeze_guard_runs_total"].GetMetric()); n != 2 {
+		t.Errorf("runs by outcome: %d series, want 2", n)
+	}
+	// Growth is per second of the sample: (10 - 5) / 0.5.
+	for _, m := range mfs["freeze_exe_growth_per_second"].GetMetric() {
+		if m.Gauge.GetValue() != 10 {
+			t.Fatalf("growth %v, want 10", m.Gauge.GetValue())
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "freeze.prom")
+	if err := WriteFile(path, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if !bytes.Contains(got, []byte("freeze_processes 900")) || bytes.Contains(got, []byte("freeze_guard_armed")) {
+		t.Errorf("the file without a guard:\n%s", got)
+	}
+	if m, _ := filepath.Glob(path + "?*"); len(m) > 0 {
+		t.Errorf("left beside the file: %v", m)
+	}
+}
