@@ -141,6 +141,13 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	if got["host-a"].Outcome != "zero" || got["host-a"].Matched != 150 || got["host-b"].Outcome != "zero" || got["host-idle"].Outcome != "nothing-matched" || len(runs) != 3 {
 		t.Fatalf("timelines fetched: %+v", runs)
 	}
+	// The exit code each timeline implies is the one freeze gave there
+	// (0 on these three: the recap above says none of them failed).
+	for _, r := range runs {
+		if r.Exit != 0 {
+			t.Errorf("%s: the timeline implies exit %d, freeze exited 0", r.Host, r.Exit)
+		}
+	}
 	pm, err := os.ReadFile(filepath.Join(incident, "postmortem.md"))
 	if err != nil {
 		t.Fatalf("no postmortem on the control node: %v", err)
