@@ -1,10 +1,10 @@
 package gate
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"unsafe"
@@ -51,9 +51,15 @@ func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) {
 
 // taskIter runs the scan program: its link is attached at the first use
 // and kept until close.
+//
+// A run turns the garbage collector off, so a scan keeps what it
+// allocates: the read buffer is reused, and comm strings are interned
+// (a chain's thousands of processes share one).
 type taskIter struct {
-	prog *ebpf.Program
-	link *link.Iter
+	prog  *ebpf.Program
+	link  *link.Iter
+	raw   bytes.Buffer
+	comms map[[16]int8]string
 }
 
 func (ti *taskIter) tasks(buf []proc.Task) ([]proc.Task, error) {
@@ -72,19 +78,42 @@ func (ti *taskIter) tasks(buf []proc.Task) ([]proc.Task, error) {
 		return buf, fmt.Errorf("the scan iterator: %w", err)
 	}
 	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
+	ti.raw.Reset()
+	if _, err := ti.raw.ReadFrom(r); err != nil {
 		return buf, fmt.Errorf("the scan iterator: %w", err)
 	}
+	if ti.comms == nil {
+		ti.comms = map[[16]int8]string{}
+	}
+	b := ti.raw.Bytes()
 	for len(b) >= recSize {
 		var rec gateTaskRec
 		if _, err := binary.Decode(b[:recSize], binary.NativeEndian, &rec); err != nil {
 			return buf, fmt.Errorf("the scan iterator: %w", err)
 		}
 		b = b[recSize:]
-		buf = append(buf, taskOf(rec))
+		buf = append(buf, taskOf(rec, ti.comm(rec.Comm)))
 	}
 	return buf, nil
+}
+
+// comm is the record's comm as a string, interned.
+func (ti *taskIter) comm(c [16]int8) string {
+	if s, ok := ti.comms[c]; ok {
+		return s
+	}
+	b := make([]byte, 0, len(c))
+	for _, ch := range c {
+		if ch == 0 {
+			break
+		}
+		b = append(b, byte(ch))
+	}
+	s := string(b)
+	if len(ti.comms) < 4096 { // bounded: a machine has few distinct names
+		ti.comms[c] = s
+	}
+	return s
 }
 
 func (ti *taskIter) close() error {
@@ -97,16 +126,9 @@ func (ti *taskIter) close() error {
 }
 
 // taskOf turns a record into what /proc would say.
-func taskOf(r gateTaskRec) proc.Task {
-	comm := make([]byte, 0, 16)
-	for _, c := range r.Comm {
-		if c == 0 {
-			break
-		}
-		comm = append(comm, byte(c))
-	}
+func taskOf(r gateTaskRec, comm string) proc.Task {
 	t := proc.Task{
-		Stat: proc.Stat{PID: int(r.Pid), PPID: int(r.Ppid), Comm: string(comm), Flags: uint64(r.Flags),
+		Stat: proc.Stat{PID: int(r.Pid), PPID: int(r.Ppid), Comm: comm, Flags: uint64(r.Flags),
 			Start: r.StartNs / nsPerTick, State: stateLetter(r.State, r.ExitState)},
 		HasExe: r.HasExe != 0,
 	}
