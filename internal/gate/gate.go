@@ -92,6 +92,7 @@ func Load(c Config) (*Gate, error) {
 	if err := spec.LoadAndAssign(&g.objs, opts); err != nil {
 		return nil, fmt.Errorf("load the gate's programs: %w", err)
 	}
+	g.scan.prog = g.objs.GateTasks
 	if err := g.Fill(c.Files, c.Exempt); err != nil {
 		g.Close()
 		return nil, err

@@ -44,13 +44,10 @@ var initPidNS = sync.OnceValue(func() bool {
 // It is what a scan reads, without /proc: a few milliseconds for 12,000
 // processes where reading /proc took about 0.2 s. The scan falls back to
 // /proc for the link's text (deleted files, --under) and for --arg.
-func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) {
-	g.scan.prog = g.objs.GateTasks
-	return g.scan.tasks(buf)
-}
+func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) { return g.scan.tasks(buf) }
 
-// taskIter runs the scan program: its link is attached at the first use
-// and kept until close.
+// taskIter runs the scan program (set at load): its link is attached at
+// the first use and kept until close.
 //
 // A run turns the garbage collector off, so a scan keeps what it
 // allocates: the read buffer is reused, and comm strings are interned

@@ -38,7 +38,7 @@ type Guard struct {
 
 // Registry builds the metrics of one census (and of a guard, if g is not
 // nil) in a registry of their own.
-func Registry(r *census.Report, g *Guard) (*prometheus.Registry, error) {
+func Registry(r *census.Report, g *Guard) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	gauge := func(name, help string, v float64) prometheus.Gauge {
 		m := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
@@ -104,16 +104,12 @@ func Registry(r *census.Report, g *Guard) (*prometheus.Registry, error) {
 		counter("freeze_gate_forks_refused_total", "Fork and clone attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ForksRefused)
 		counter("freeze_gate_execs_refused_total", "Exec attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ExecsRefused)
 	}
-	return reg, nil
+	return reg
 }
 
 // Write prints the metrics in the text exposition format.
 func Write(w io.Writer, r *census.Report, g *Guard) error {
-	reg, err := Registry(r, g)
-	if err != nil {
-		return err
-	}
-	mfs, err := reg.Gather()
+	mfs, err := Registry(r, g).Gather()
 	if err != nil {
 		return err
 	}
@@ -129,11 +125,7 @@ func Write(w io.Writer, r *census.Report, g *Guard) error {
 // renamed over it), as the textfile collector needs: it must never read
 // half a file.
 func WriteFile(path string, r *census.Report, g *Guard) error {
-	reg, err := Registry(r, g)
-	if err != nil {
-		return err
-	}
-	return prometheus.WriteToTextfile(path, reg)
+	return prometheus.WriteToTextfile(path, Registry(r, g))
 }
 
 func b2f(b bool) float64 {

@@ -112,13 +112,6 @@ func Summarize(host, file string, events []Event) HostRun {
 			}
 		}
 	}
-	if h.Method == "" && h.Outcome == string(StepZero) {
-		for _, e := range events {
-			if e.Step == StepGateAttached {
-				h.Method = "bpf"
-			}
-		}
-	}
 	if h.Host == "" {
 		h.Host = h.Hostname
 	}
