@@ -126,7 +126,6 @@ func TestRenderFleetMarkdownAndJSON(t *testing.T) {
 
 func TestLoadFleetKeepsUnreadableFilesAsRows(t *testing.T) {
 	dir := fleetFixture(t)
-	os.WriteFile(filepath.Join(dir, "web-3", "x.jsonl"), nil, 0o644) // no directory yet: ignored
 	os.MkdirAll(filepath.Join(dir, "web-3"), 0o755)
 	os.WriteFile(filepath.Join(dir, "web-3", "x.jsonl"), []byte("garbage\n"), 0o644)
 	runs, err := LoadFleet([]string{dir})
