@@ -173,6 +173,7 @@ func loadSpare() {
 		return
 	}
 	if g, err := gate.Load(gate.Config{}); err == nil {
+		g.LoadExtras()
 		spareGate = g
 	}
 }

@@ -71,8 +71,14 @@ func (g *gated) StopFirst() bool { return g.inner != nil && g.inner.StopFirst() 
 
 // KillReachesAll: the gate's kill (a task iterator in the kernel) reaches
 // every process the gate knows, by file or by mark: what Snapshot calls
-// inside.
-func (g *gated) KillReachesAll() bool { return g.inner == nil || g.inner.KillReachesAll() }
+// inside. Where the kill iterator did not load (its kfunc is Linux
+// 6.13's), it reaches none, and the rounds signal each by pidfd.
+func (g *gated) KillReachesAll() bool {
+	if g.inner != nil {
+		return g.inner.KillReachesAll()
+	}
+	return g.gate.CanKill()
+}
 
 func (g *gated) ThawHint() string {
 	if g.inner != nil {
@@ -116,6 +122,9 @@ func (g *gated) WaitFrozen(deadline time.Time) error {
 func (g *gated) Kill() error {
 	if g.inner != nil {
 		return g.inner.Kill()
+	}
+	if !g.gate.CanKill() {
+		return nil // KillReachesAll is false: the rounds signal by pidfd
 	}
 	_, err := g.gate.KillAll()
 	return err

@@ -13,7 +13,8 @@ import (
 // the kernel, and refuses nothing: the guard's automatic mode reads it to
 // see a chain coming, at the cost of a map read instead of a /proc scan.
 type Counter struct {
-	objs gateObjects
+	ld   *loader
+	prog *ebpf.Program
 	link link.Link
 }
 
@@ -23,7 +24,11 @@ type FileKey struct {
 	Ino uint64
 }
 
-// KeyOf is the FileKey of f, a file identity as stat(2) gives it.
+// KeyOf is the FileKey of f, a file identity as stat(2) gives it. On
+// btrfs subvolumes and overlays across filesystems the kernel's device
+// is another, and such a file's forks are counted under a key KeyOf
+// does not give (the gate itself reads the kernel's identity by
+// descriptor: kernelIDs).
 func KeyOf(f proc.File) FileKey {
 	k := fileID(f)
 	return FileKey{Dev: k.Dev, Ino: k.Ino}
@@ -31,13 +36,19 @@ func KeyOf(f proc.File) FileKey {
 
 // StartCounter loads the gate's object and attaches its counter only.
 func StartCounter() (*Counter, error) {
-	c := &Counter{}
-	if err := loadGateObjects(&c.objs, nil); err != nil {
+	ld, err := newLoader("", 0)
+	if err != nil {
 		return nil, fmt.Errorf("load the counter: %w", err)
 	}
-	l, err := link.AttachTracing(link.TracingOptions{Program: c.objs.CountSysEnter})
+	c := &Counter{ld: ld}
+	if c.prog, err = ld.prog("count_sys_enter"); err != nil {
+		ld.close()
+		return nil, fmt.Errorf("load the counter: %w", err)
+	}
+	l, err := link.AttachTracing(link.TracingOptions{Program: c.prog})
 	if err != nil {
-		c.objs.Close()
+		c.prog.Close()
+		ld.close()
 		return nil, fmt.Errorf("attach the counter: %w", err)
 	}
 	c.link = l
@@ -49,7 +60,7 @@ func (c *Counter) Read() (map[FileKey]uint64, error) {
 	out := map[FileKey]uint64{}
 	var k gateFileId
 	var v uint64
-	it := c.objs.ForkCounts.Iterate()
+	it := c.ld.maps["fork_counts"].Iterate()
 	for it.Next(&k, &v) {
 		out[FileKey{Dev: k.Dev, Ino: k.Ino}] = v
 	}
@@ -62,5 +73,6 @@ func (c *Counter) Read() (map[FileKey]uint64, error) {
 // Close detaches and unloads the counter.
 func (c *Counter) Close() error {
 	c.link.Close()
-	return c.objs.Close()
+	c.prog.Close()
+	return c.ld.close()
 }

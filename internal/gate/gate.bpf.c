@@ -3,12 +3,27 @@
 // SPDX-License-Identifier: GPL-2.0
 //
 // The gate: once attached, no process of the chain completes a fork, a
-// clone or an exec. Each attempt is answered with SIGSTOP (or SIGKILL, see
-// action) to the caller,
-// sent from sys_enter: the pending signal makes copy_process back out
-// before anything is copied (and before the pids cgroup charge), so the
-// fork never happens and the forker stops. An exec of a target file by
-// anyone is stopped before its first instruction.
+// clone or an exec. It takes one of two forms, and each program loads on
+// its own, so a kernel that lacks one program loses only that program
+// (gate.go says which are needed and which only speed things up):
+//
+//   - The refusing form (lsm/task_alloc and lsm/bprm_check_security, or
+//     the same bodies as fmod_ret on security_task_alloc and
+//     security_bprm_check where the BPF LSM is not active): a fork or
+//     clone of the chain fails with EAGAIN inside copy_process, before
+//     anything is copied and before the pids charge, and an exec of the
+//     chain, or of a target file by anyone, fails with EACCES. The caller
+//     keeps running; the kill follows. Needs the BPF LSM in the active
+//     list (lsm=, CONFIG_LSM), or trampolines for fmod_ret: Debian's 6.1
+//     and 6.12 load both, the 6.18 kernel freeze was built on neither.
+//   - The stopping form (tp_btf/sys_enter, Linux 5.5): each attempt is
+//     answered with SIGSTOP (or SIGKILL, see action) to the caller, sent
+//     from sys_enter: the pending signal makes copy_process back out
+//     before anything is copied, so the fork never happens and the
+//     forker stops. Loads wherever tp_btf does.
+// In both, fork lineage (tp_btf/sched_process_fork) and a stop at exec
+// of a target (tp_btf/sched_process_exec) catch what was in flight when
+// the gate attached.
 //
 // The chain is:
 //   - every task whose executable's inode is in `targets` (when freeze
@@ -20,9 +35,12 @@
 // Never gated: the tgids in `exempt` (freeze and its ancestors), PID 1
 // and kernel threads.
 //
-// Only tp_btf programs: lsm, fentry and fmod_ret do not load on the
-// machines freeze was built on (see the README). Syscall numbers are
-// x86_64's.
+// A file is known by what the kernel holds for it (the inode number and
+// its super_block's s_dev), read through a descriptor freeze opens
+// (gate_ident): on btrfs subvolumes and on overlayfs with layers on
+// several filesystems, stat(2)'s st_dev is another device.
+//
+// Syscall numbers are x86_64's.
 
 #include "gate.h"
 #include <bpf/bpf_helpers.h>
@@ -30,6 +48,8 @@
 
 #define SIGSTOP 19
 #define PF_KTHREAD 0x00200000
+#define EACCES 13
+#define EAGAIN 11
 
 // What a refused attempt gets: SIGSTOP, or SIGKILL when the run is going
 // to kill the chain anyway (set by the loader before loading).
@@ -45,9 +65,9 @@ const volatile __u32 action = SIGSTOP;
 
 // Counters, one slot each (index names in gate.go).
 enum {
-	C_FORK_STOPPED,   // clone-family calls of the chain answered with SIGSTOP
-	C_EXEC_STOPPED,   // exec-family calls of the chain answered with SIGSTOP
-	C_TARGET_EXEC,    // execs of a target file by a task not yet gated
+	C_FORK_STOPPED,   // clone-family calls of the chain stopped or refused
+	C_EXEC_STOPPED,   // exec-family calls of the chain stopped or refused
+	C_TARGET_EXEC,    // execs of a target file by a task not yet gated, stopped or refused
 	C_LINEAGE,        // children marked because their parent is gated
 	C_KILLED,         // processes the kill iterator signalled
 	C_MAX,
@@ -181,9 +201,107 @@ int BPF_PROG(gate_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	return 0;
 }
 
+// The refusing form. One body for each hook, shared by the LSM program and
+// its fmod_ret twin. ret is what an earlier program of the hook returned:
+// a refusal already made is kept.
+static __always_inline int refuse_fork(int ret)
+{
+	if (ret)
+		return ret;
+	struct task_struct *t = bpf_get_current_task_btf();
+	if (!in_chain(t))
+		return 0;
+	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	count(C_FORK_STOPPED);
+	return -EAGAIN; // what fork(2) gives at a pids cap: callers retry or give up
+}
+
+static __always_inline int refuse_exec(struct linux_binprm *bprm, int ret)
+{
+	if (ret)
+		return ret;
+	struct task_struct *t = bpf_get_current_task_btf();
+	if (never(t))
+		return 0;
+	if (in_chain(t)) {
+		bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		count(C_EXEC_STOPPED);
+		return -EACCES;
+	}
+	if (is_target(bprm->file)) {
+		// Someone outside the chain starting a new hop: refused, and not
+		// marked (an operator's shell that tried stays free).
+		count(C_TARGET_EXEC);
+		return -EACCES;
+	}
+	return 0;
+}
+
+// lsm/task_alloc: called in copy_process after sched_fork and before
+// copy_files, copy_mm, alloc_pid and the pids charge (Linux 5.7 BPF LSM).
+SEC("lsm/task_alloc")
+int BPF_PROG(gate_task_alloc, struct task_struct *task, unsigned long clone_flags, int ret)
+{
+	return refuse_fork(ret);
+}
+
+// lsm/bprm_check_security: called in exec_binprm's search for a handler,
+// before the old image is dropped (Linux 5.7 BPF LSM).
+SEC("lsm/bprm_check_security")
+int BPF_PROG(gate_bprm_check, struct linux_binprm *bprm, int ret)
+{
+	return refuse_exec(bprm, ret);
+}
+
+// The same, where the BPF LSM is built but not active: fmod_ret on the
+// security_* wrappers (Linux 5.7; security_ functions take fmod_ret without
+// error injection).
+SEC("fmod_ret/security_task_alloc")
+int BPF_PROG(gate_task_alloc_ret, struct task_struct *task, unsigned long clone_flags, int ret)
+{
+	return refuse_fork(ret);
+}
+
+SEC("fmod_ret/security_bprm_check")
+int BPF_PROG(gate_bprm_check_ret, struct linux_binprm *bprm, int ret)
+{
+	return refuse_exec(bprm, ret);
+}
+
+// The identity of freeze's own open files as the kernel holds them: one
+// record per descriptor of the loader (self_tgid, set before loading).
+// freeze opens each target O_PATH and reads here what mm->exe_file of a
+// process running it will show (iter/task_file, Linux 5.8).
+const volatile __u32 self_tgid = 0;
+
+struct fd_rec {
+	__u64 ino;
+	__u32 dev; // the kernel's encoding: major<<20 | minor
+	__u32 fd;
+};
+
+const struct fd_rec *unused_fd_rec __attribute__((unused));
+
+SEC("iter/task_file")
+int gate_ident(struct bpf_iter__task_file *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct file *f = ctx->file;
+	if (!t || !f || t->tgid != self_tgid)
+		return 0;
+	struct fd_rec r = {};
+	r.fd = ctx->fd;
+	r.ino = f->f_inode->i_ino;
+	r.dev = f->f_inode->i_sb->s_dev;
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
 // The kill: one pass over every task in the kernel (a task iterator,
 // run by reading its link), SIGKILL to each process of the chain, by the
-// same test as the gate's. One system call for the whole chain, as
+// same test as the gate's. bpf_send_signal_task is a kfunc of Linux 6.13:
+// where it is missing, only this program fails to load, and the kill
+// rounds signal by pidfd. One system call for the whole chain, as
 // cgroup.kill is for a group, without moving anything into one.
 extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type, __u64 value) __ksym;
 

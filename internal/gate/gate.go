@@ -1,10 +1,18 @@
-// Package gate is freeze's kernel gate: three tp_btf programs that stop
-// every process of a chain at its next fork, clone or exec, in one step,
+// Package gate is freeze's kernel gate: BPF programs that keep every
+// process of a chain from completing a fork, clone or exec, in one step,
 // whatever the chain's size (gate.bpf.c says how); a task iterator that
-// kills the gated chain in one pass (KillAll); and a count-only program
-// for the guard (Counter). It lives only while
-// freeze runs: nothing is pinned, so the links go when freeze exits,
-// however it exits, and the processes it stopped stay stopped.
+// kills the gated chain in one pass (KillAll); a task iterator that
+// scans every process in one pass (Tasks); and a count-only program for
+// the guard (Counter). It lives only while freeze runs: nothing is
+// pinned, so the links go when freeze exits, however it exits, and the
+// processes it stopped stay stopped.
+//
+// The gate degrades by program, not as a whole: each program is loaded
+// on its own. The programs that fix the set (lineage, exec, and one form
+// of the refusal) must load, or Load fails and freeze uses the cgroup
+// methods; the ones that only speed things up (the kill and scan
+// iterators, the identity reader) may be missing, and Missing says why:
+// freeze then kills by pidfd and scans /proc.
 //
 // Load compiles nothing: the object is checked in (gen.go).
 package gate
@@ -18,12 +26,18 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/proc"
 )
+
+// A File is one executable the gate knows: its path, resolved, and its
+// identity as stat(2) gave it when freeze resolved the path.
+type File struct {
+	Path string
+	Stat proc.File
+}
 
 // Config is what the gate needs before it attaches.
 type Config struct {
@@ -31,102 +45,200 @@ type Config struct {
 	// --path targets and the executables under --under. Empty with --arg,
 	// where the file is an interpreter that runs much else: then only
 	// the processes Mark marks, and their descendants, are gated.
-	Files []proc.File
+	Files []File
 	// Exempt are tgids never gated: freeze and its ancestors.
 	Exempt []int
 	// BTF is the kernel type information to load against; empty for the
 	// running kernel's (/sys/kernel/btf/vmlinux).
 	BTF string
-	// Kill answers a refused attempt with SIGKILL instead of SIGSTOP: the
-	// chain then kills itself at its next fork, with no scan. Only for a
-	// run that is going to kill the chain anyway (not --hold, not a dry
-	// run).
+	// Kill answers a refused attempt with SIGKILL instead of SIGSTOP in
+	// the stopping form: the chain then kills itself at its next fork,
+	// with no scan. Only for a run that is going to kill the chain anyway
+	// (not --hold, not a dry run).
 	Kill bool
+	// Form is the form to load; FormAuto takes the first that loads, the
+	// refusing forms first.
+	Form Form
 }
 
-// MaxFiles is how many executables the gate can know by identity.
+// MaxFiles is how many executables the gate can know by identity (the
+// targets map's size in gate.bpf.c).
 const MaxFiles = 8192
 
 // ErrUnsupported means the gate cannot run on this architecture: its
 // syscall numbers are x86_64's.
 var ErrUnsupported = errors.New("the gate is built for x86_64 only")
 
+// ErrMissing means a program that only speeds things up did not load
+// here (Gate.Missing says why); the caller uses the slower way.
+var ErrMissing = errors.New("not loaded on this kernel")
+
 // Gate is a loaded gate, attached or not.
 type Gate struct {
-	objs  gateObjects
-	links []link.Link
-	scan  taskIter // the scan iterator, attached at its first use
-	// LoadTook and AttachTook are how long loading and attaching took.
-	LoadTook, AttachTook time.Duration
-	Files                int  // identities in the targets map
-	Kill                 bool // refused attempts are answered with SIGKILL
+	ld       *loader
+	core     []*ebpf.Program // lineage, exec, then the form's: in attach order
+	kill     *ebpf.Program
+	ident    *ebpf.Program
+	links    []link.Link
+	scan     taskIter // the scan iterator, attached at its first use
+	extras   bool     // LoadExtras ran
+	statOf   map[gateFileId]proc.File
+	targets  *ebpf.Map
+	exempt   *ebpf.Map
+	gated    *ebpf.Map
+	counters *ebpf.Map
+	// Form is the form that loaded.
+	Form Form
+	// Tried are the forms tried before Form, each with why it did not
+	// load; Missing the programs that only speed things up and did not
+	// load, with why.
+	Tried, Missing []Kind
+	// LoadTook and AttachTook are how long loading (what fixes the set)
+	// and attaching took; ExtrasTook how long the rest took.
+	LoadTook, AttachTook, ExtrasTook time.Duration
+	Files                            int  // identities in the targets map
+	Kill                             bool // refused attempts are answered with SIGKILL
 }
 
-// Load loads the programs and fills the maps; nothing runs until Attach.
-// Its errors say which kernel feature is missing.
+// Load loads what fixes the set (lineage, exec and the first form that
+// loads) and fills the maps; nothing runs until Attach. Call LoadExtras
+// after Attach for the iterators. Its errors say which kernel feature is
+// missing.
 func Load(c Config) (*Gate, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, ErrUnsupported
 	}
 	t0 := time.Now()
-	opts := &ebpf.CollectionOptions{}
-	if c.BTF != "" {
-		spec, err := btf.LoadSpec(c.BTF)
-		if err != nil {
-			return nil, fmt.Errorf("kernel BTF %s: %w", c.BTF, err)
-		}
-		opts.Programs.KernelTypes = spec
-	}
-	spec, err := loadGate()
-	if err != nil {
-		return nil, fmt.Errorf("the gate's object: %w", err)
-	}
 	action := uint32(unix.SIGSTOP)
 	if c.Kill {
 		action = uint32(unix.SIGKILL)
 	}
-	if err := spec.Variables["action"].Set(action); err != nil {
-		return nil, fmt.Errorf("the gate's action: %w", err)
+	ld, err := newLoader(c.BTF, action)
+	if err != nil {
+		return nil, err
 	}
-	g := &Gate{Kill: c.Kill}
-	if err := spec.LoadAndAssign(&g.objs, opts); err != nil {
-		return nil, fmt.Errorf("load the gate's programs: %w", err)
+	g := &Gate{ld: ld, Kill: c.Kill, targets: ld.maps["targets"], exempt: ld.maps["exempt"], gated: ld.maps["gated"], counters: ld.maps["counters"]}
+	for _, name := range []string{"gate_fork", "gate_exec"} {
+		p, err := ld.prog(name)
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("load the gate's %s (%s): %w", name, sections[name], err)
+		}
+		g.core = append(g.core, p)
 	}
-	g.scan.prog = g.objs.GateTasks
+	if err := g.loadForm(c.Form); err != nil {
+		g.Close()
+		return nil, err
+	}
+	// The identity reader is needed before Fill: without it a file is
+	// known by stat(2)'s identity, right on every filesystem but btrfs
+	// subvolumes and overlays across filesystems.
+	if g.ident, err = ld.prog("gate_ident"); err != nil {
+		g.Missing = append(g.Missing, Kind{Name: sections["gate_ident"], Why: Explain(err) + "; files are known by stat(2)'s identity"})
+	}
+	g.LoadTook = time.Since(t0)
 	if err := g.Fill(c.Files, c.Exempt); err != nil {
 		g.Close()
 		return nil, err
 	}
-	g.LoadTook = time.Since(t0)
 	return g, nil
 }
+
+// loadForm loads the programs of form, or with FormAuto of the first
+// form that loads, and records the others tried.
+func (g *Gate) loadForm(want Form) error {
+	forms := []Form{want}
+	if want == FormAuto {
+		forms = []Form{FormLSM, FormFmodRet, FormStop}
+	}
+	for _, f := range forms {
+		var progs []*ebpf.Program
+		var err error
+		for _, name := range f.programs() {
+			var p *ebpf.Program
+			if p, err = g.ld.prog(name); err != nil {
+				err = fmt.Errorf("%s: %w", sections[name], err)
+				break
+			}
+			progs = append(progs, p)
+		}
+		if err == nil {
+			g.core, g.Form = append(g.core, progs...), f
+			return nil
+		}
+		for _, p := range progs {
+			p.Close()
+		}
+		g.Tried = append(g.Tried, Kind{Name: f.String(), Why: Explain(err)})
+	}
+	last := g.Tried[len(g.Tried)-1]
+	return fmt.Errorf("load the gate: no form loads (%s: %s)", last.Name, last.Why)
+}
+
+// LoadExtras loads what only speeds things up: the kill iterator (its
+// kfunc is Linux 6.13's) and the scan iterator. Each that does not load
+// is listed in Missing, and the caller uses the next way (pidfd kills,
+// /proc scans). After Attach, so that the chain stops growing first.
+func (g *Gate) LoadExtras() {
+	if g.extras {
+		return
+	}
+	g.extras = true
+	t0 := time.Now()
+	var err error
+	if g.kill, err = g.ld.prog("gate_kill"); err != nil {
+		g.Missing = append(g.Missing, Kind{Name: sections["gate_kill"], Why: Explain(err) + "; the kill rounds signal each process by pidfd"})
+	}
+	if g.scan.prog, err = g.ld.prog("gate_tasks"); err != nil {
+		g.Missing = append(g.Missing, Kind{Name: sections["gate_tasks"], Why: Explain(err) + "; scans read /proc"})
+	}
+	g.ExtrasTook = time.Since(t0)
+	g.ld.done()
+}
+
+// CanKill reports whether KillAll can run: the kill iterator loaded.
+func (g *Gate) CanKill() bool { return g.kill != nil }
+
+// CanScan reports whether Tasks can run: the scan iterator loaded.
+func (g *Gate) CanScan() bool { return g.scan.prog != nil }
 
 // Fill tells a loaded gate what the chain is: the files whose processes
 // are in it, and the tgids never to gate. A guard loads a gate before
 // any incident, with nothing in it, and fills it when asked: loading
 // costs tens of milliseconds (seconds from an ordinary-priority process
 // under a bomb), filling microseconds.
-func (g *Gate) Fill(files []proc.File, exempt []int) error {
+func (g *Gate) Fill(files []File, exempt []int) error {
 	if len(files) > MaxFiles {
 		return fmt.Errorf("%d executables to gate, the gate holds %d: narrow --under", len(files), MaxFiles)
 	}
-	for _, f := range files {
-		if err := g.objs.Targets.Put(fileID(f), uint8(1)); err != nil {
-			return fmt.Errorf("gate: add file %d:%d: %w", f.Dev, f.Ino, err)
+	ids, err := g.kernelIDs(files)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if err := g.targets.Put(id, uint8(1)); err != nil {
+			return fmt.Errorf("gate: add file %s: %w", files[i].Path, err)
+		}
+		if id != fileID(files[i].Stat) {
+			if g.statOf == nil {
+				g.statOf = map[gateFileId]proc.File{}
+			}
+			g.statOf[id] = files[i].Stat
 		}
 	}
 	g.Files += len(files)
 	for _, pid := range exempt {
-		if err := g.objs.Exempt.Put(uint32(pid), uint8(1)); err != nil {
+		if err := g.exempt.Put(uint32(pid), uint8(1)); err != nil {
 			return fmt.Errorf("gate: exempt pid %d: %w", pid, err)
 		}
 	}
 	return nil
 }
 
-// fileID is a file's identity as the kernel holds it: the inode's
-// super_block s_dev is MKDEV(major, minor) = major<<20 | minor, which is
-// not stat(2)'s st_dev encoding.
+// fileID is a file's identity as the kernel holds it, computed from
+// stat(2)'s: the inode's super_block s_dev is MKDEV(major, minor) =
+// major<<20 | minor, which is not st_dev's encoding. Right where stat's
+// device is the superblock's; kernelIDs reads the kernel's own.
 func fileID(f proc.File) gateFileId {
 	return gateFileId{Ino: f.Ino, Dev: unix.Major(f.Dev)<<20 | unix.Minor(f.Dev)}
 }
@@ -137,8 +249,14 @@ func (g *Gate) Attach() error {
 	t0 := time.Now()
 	// Lineage first, then exec, then the refusal: a fork that slips
 	// between two attaches is then already marked.
-	for _, p := range []*ebpf.Program{g.objs.GateFork, g.objs.GateExec, g.objs.GateSysEnter} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+	for _, p := range g.core {
+		var l link.Link
+		var err error
+		if info, ierr := p.Info(); ierr == nil && info.Type == ebpf.LSM {
+			l, err = link.AttachLSM(link.LSMOptions{Program: p})
+		} else {
+			l, err = link.AttachTracing(link.TracingOptions{Program: p})
+		}
 		if err != nil {
 			g.Detach()
 			return fmt.Errorf("attach %s: %w", p, err)
@@ -149,11 +267,14 @@ func (g *Gate) Attach() error {
 	return nil
 }
 
-// ProgramIDs are the kernel's ids of the gate's programs, for the record:
-// after the run, 'bpftool prog show id N' must find none of them.
+// ProgramIDs are the kernel's ids of every program the gate loaded, for
+// the record: after the run, 'bpftool prog show id N' must find none.
 func (g *Gate) ProgramIDs() []uint32 {
 	var ids []uint32
-	for _, p := range []*ebpf.Program{g.objs.GateSysEnter, g.objs.GateFork, g.objs.GateExec} {
+	for _, p := range append(g.core[:len(g.core):len(g.core)], g.kill, g.ident, g.scan.prog) {
+		if p == nil {
+			continue
+		}
 		if info, err := p.Info(); err == nil {
 			if id, ok := info.ID(); ok {
 				ids = append(ids, uint32(id))
@@ -173,7 +294,7 @@ func (g *Gate) Mark(h *proc.Handle) error {
 	if fd < 0 {
 		return fmt.Errorf("pid %d: %w", h.PID, proc.ErrFixture)
 	}
-	err := g.objs.Gated.Update(uint32(fd), uint32(1), ebpf.UpdateAny)
+	err := g.gated.Update(uint32(fd), uint32(1), ebpf.UpdateAny)
 	if errors.Is(err, unix.ESRCH) || errors.Is(err, ebpf.ErrKeyNotExist) {
 		// The task is exiting: its storage can no longer be created.
 		return fmt.Errorf("pid %d: %w", h.PID, proc.ErrGone)
@@ -183,9 +304,9 @@ func (g *Gate) Mark(h *proc.Handle) error {
 
 // Counters are the gate's own counts.
 type Counters struct {
-	ForksStopped uint64 // clone-family calls of the chain answered with the action
-	ExecsStopped uint64 // exec-family calls of the chain answered with the action
-	TargetExecs  uint64 // execs of a target file by a process not yet gated, stopped
+	ForksStopped uint64 // clone-family calls of the chain stopped (or refused, in the refusing form)
+	ExecsStopped uint64 // exec-family calls of the chain stopped or refused
+	TargetExecs  uint64 // execs of a target file by a process not yet gated, stopped or refused
 	Lineage      uint64 // children gated because their parent was
 	Killed       uint64 // processes KillAll signalled, each counted once
 }
@@ -194,13 +315,17 @@ type Counters struct {
 // own test, in one pass of a task iterator in the kernel, and returns how
 // many it signalled: one system call for the whole chain, where a kill
 // by pidfd costs several per process. Freeze, its ancestors, PID 1 and
-// kernel threads are never in the chain.
+// kernel threads are never in the chain. ErrMissing where the kill
+// iterator did not load (LoadExtras).
 func (g *Gate) KillAll() (int, error) {
+	if g.kill == nil {
+		return 0, fmt.Errorf("the kill iterator: %w", ErrMissing)
+	}
 	before, err := g.Counters()
 	if err != nil {
 		return 0, err
 	}
-	l, err := link.AttachIter(link.IterOptions{Program: g.objs.GateKill})
+	l, err := link.AttachIter(link.IterOptions{Program: g.kill})
 	if err != nil {
 		return 0, fmt.Errorf("the kill iterator: %w", err)
 	}
@@ -221,7 +346,7 @@ func (g *Gate) KillAll() (int, error) {
 func (g *Gate) Counters() (Counters, error) {
 	var v [5]uint64
 	for i := range v {
-		if err := g.objs.Counters.Lookup(uint32(i), &v[i]); err != nil {
+		if err := g.counters.Lookup(uint32(i), &v[i]); err != nil {
 			return Counters{}, fmt.Errorf("gate counters: %w", err)
 		}
 	}
@@ -240,7 +365,17 @@ func (g *Gate) Detach() error {
 
 // Close detaches and unloads.
 func (g *Gate) Close() error {
-	return errors.Join(g.scan.close(), g.Detach(), g.objs.Close())
+	errs := []error{g.scan.close(), g.Detach()}
+	for _, p := range append(g.core, g.kill, g.ident, g.scan.prog) {
+		if p != nil {
+			errs = append(errs, p.Close())
+		}
+	}
+	g.core, g.kill, g.ident, g.scan.prog = nil, nil, nil, nil
+	if g.ld != nil {
+		errs = append(errs, g.ld.close())
+	}
+	return errors.Join(errs...)
 }
 
 // Exempt returns the pid of the calling process and of each ancestor up

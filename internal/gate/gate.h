@@ -69,6 +69,13 @@ struct bpf_iter__task {
 	struct task_struct *task;
 } __PRESERVE;
 
+struct bpf_iter__task_file {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+	__u32 fd;
+	struct file *file;
+} __PRESERVE;
+
 enum pid_type {
 	PIDTYPE_PID,
 	PIDTYPE_TGID,

@@ -15,26 +15,56 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
 
+// testForm is the form the tests ask for: FREEZE_GATE_FORM, as freeze
+// reads it (the VM matrix runs the suite once per form on one kernel),
+// else auto.
+func testForm(t *testing.T) Form {
+	t.Helper()
+	w := os.Getenv("FREEZE_GATE_FORM")
+	if w == "" {
+		return FormAuto
+	}
+	f, err := ParseForm(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // attach loads and attaches a gate for files, exempting the test and its
 // ancestors as freeze exempts itself, and detaches it at cleanup. It
 // checks that nothing of it is left loaded after Close.
-func attach(t *testing.T, files ...proc.File) *Gate {
+func attach(t *testing.T, files ...File) *Gate {
+	t.Helper()
+	return attachConfig(t, Config{Files: files, Form: testForm(t)})
+}
+
+func attachConfig(t *testing.T, c Config) *Gate {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loading BPF programs")
 	}
-	g, err := Load(Config{Files: files, Exempt: Exempt(proc.Default)})
+	c.Exempt = Exempt(proc.Default)
+	g, err := Load(c)
 	if err != nil {
 		t.Skipf("the gate does not load here: %s", Explain(err))
 	}
-	ids := g.ProgramIDs()
-	if len(ids) != 3 {
-		t.Fatalf("program ids %v, want 3", ids)
+	// Lineage, exec, and the form's: one program (stopping) or two
+	// (refusing); the identity reader where it loads.
+	want := 2 + len(g.Form.programs())
+	if g.ident != nil {
+		want++
+	}
+	if ids := g.ProgramIDs(); len(ids) != want {
+		t.Fatalf("program ids %v, want %d (form %s)", ids, want, g.Form)
 	}
 	if err := g.Attach(); err != nil {
 		g.Close()
 		t.Fatalf("attach: %v", err)
 	}
+	g.LoadExtras()
+	ids := g.ProgramIDs()
+	t.Logf("gate: form %s, %d programs, missing %v", g.Form, len(ids), g.Missing)
 	t.Cleanup(func() {
 		if err := g.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -46,13 +76,38 @@ func attach(t *testing.T, files ...proc.File) *Gate {
 	return g
 }
 
-func fileOf(t *testing.T, path string) proc.File {
+func fileOf(t *testing.T, path string) File {
 	t.Helper()
 	f, err := proc.StatFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return File{Path: path, Stat: f}
+}
+
+// held waits until the gate holds every process of c, and returns them.
+// The stopping form stops each one (state T); under the refusing form
+// they keep running, each fork refused, so held means a set that no
+// longer changes while the gate refuses its forks.
+func held(t *testing.T, g *Gate, c *containtest.Chain, within time.Duration) []int {
+	t.Helper()
+	if !g.Form.Refuses() {
+		return waitStopped(t, c, within)
+	}
+	end := time.Now().Add(within)
+	for {
+		before := c.Survivors()
+		c0, _ := g.Counters()
+		time.Sleep(100 * time.Millisecond)
+		after := c.Survivors()
+		c1, _ := g.Counters()
+		if len(after) > 0 && slices.Equal(before, after) && c1.ForksStopped > c0.ForksStopped {
+			return after
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the chain did not settle under the refusing gate in %v: %d then %d processes, forks refused %d then %d", within, len(before), len(after), c0.ForksStopped, c1.ForksStopped)
+		}
+	}
 }
 
 // states reads the state of each pid; gone ones are left out.
@@ -99,9 +154,9 @@ func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
 		t.Fatalf("decoy reached %d processes, want 50", n)
 	}
 	g := attach(t, fileOf(t, c.Path))
-	pids := waitStopped(t, c, 10*time.Second)
+	pids := held(t, g, c, 10*time.Second)
 
-	// Stopped, the chain no longer tries: its fork attempts stop at the
+	// Held, the chain no longer gets past the gate: its fork attempts stop at the
 	// gate before the pids charge, so pids.events stops rising, and its
 	// population stays the same set.
 	failed := c.ForkFailures()
@@ -118,9 +173,9 @@ func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cnt.ForksStopped == 0 {
-		t.Errorf("the gate counted no stopped forks: %+v", cnt)
+		t.Errorf("the gate counted no stopped or refused forks: %+v", cnt)
 	}
-	t.Logf("chain: %d stopped; gate: %+v", len(pids), cnt)
+	t.Logf("chain: %d held (form %s); gate: %+v", len(pids), g.Form, cnt)
 
 	// The decoy, the same bytes at another path, keeps forking at its
 	// cap, and nothing of it is stopped.
@@ -136,7 +191,7 @@ func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
 	if err := exec.Command("/bin/true").Run(); err != nil {
 		t.Errorf("the exempt test process could not fork: %v", err)
 	}
-	if after, _ := g.Counters(); after.ForksStopped != cnt.ForksStopped {
+	if after, _ := g.Counters(); !g.Form.Refuses() && after.ForksStopped != cnt.ForksStopped {
 		t.Errorf("the exempt test's fork was counted by the gate (%d, then %d)", cnt.ForksStopped, after.ForksStopped)
 	}
 }
@@ -180,6 +235,12 @@ func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
 		Command: []string{"/bin/sh", "-c", script}})
 	g := attach(t, fileOf(t, c.Path))
 	release(t, fifo)
+	if g.Form.Refuses() {
+		// Refused, the exec fails (EACCES) and the shell, which cannot
+		// exec, exits: nothing ever runs the other file.
+		refusedExec(t, g, c, other, func(c Counters) uint64 { return c.ExecsStopped })
+		return
+	}
 
 	pids := waitStopped(t, c, 10*time.Second)
 	if len(pids) != 1 {
@@ -215,6 +276,32 @@ func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
 	}
 }
 
+// refusedExec checks, under the refusing form, that the exec the test
+// set up was refused (counted by which) and that nothing runs file.
+func refusedExec(t *testing.T, g *Gate, c *containtest.Chain, file string, which func(Counters) uint64) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for {
+		cnt, _ := g.Counters()
+		if which(cnt) >= 1 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no exec refused in 10s: %+v", cnt)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, pid := range c.Survivors() {
+		if exe, _, _ := proc.Default.ExePath(pid); exe == file {
+			t.Errorf("pid %d runs %s: the exec got through the refusing gate", pid, file)
+		}
+	}
+	if cnt, _ := g.Counters(); which(cnt) != 1 {
+		t.Errorf("counters %+v: want the one exec refused", cnt)
+	}
+}
+
 // TestGateStopsAnExecOfTheTarget: whoever execs a target file is stopped
 // before its first instruction, and then gated.
 func TestGateStopsAnExecOfTheTarget(t *testing.T) {
@@ -223,6 +310,10 @@ func TestGateStopsAnExecOfTheTarget(t *testing.T) {
 		Command: []string{"/bin/sh", "-c", "read x < " + fifo + "; exec " + target + " -c 'while :; do /bin/true; done'"}})
 	g := attach(t, fileOf(t, target))
 	release(t, fifo)
+	if g.Form.Refuses() {
+		refusedExec(t, g, c, target, func(c Counters) uint64 { return c.TargetExecs })
+		return
+	}
 	pids := waitStopped(t, c, 10*time.Second)
 	cnt, _ := g.Counters()
 	if cnt.TargetExecs != 1 || cnt.ExecsStopped != 0 {
@@ -253,9 +344,24 @@ func TestMarkGatesAProcessByPid(t *testing.T) {
 	if err := g.Mark(h); err != nil {
 		t.Fatal(err)
 	}
-	waitStopped(t, c, 10*time.Second)
-	if s := states([]int{decoy.Leader})[decoy.Leader]; s == 'T' {
-		t.Errorf("the unmarked decoy is stopped")
+	if g.Form.Refuses() {
+		// The marked loop's forks fail: it makes no child from now on
+		// (the shell may give up and exit), while the decoy's loop runs.
+		time.Sleep(300 * time.Millisecond)
+		before := c.Survivors()
+		dbefore, _ := g.Counters()
+		time.Sleep(300 * time.Millisecond)
+		if after := c.Survivors(); len(after) > len(before) || len(after) > 1 {
+			t.Errorf("the marked loop has children: %v, then %v", before, after)
+		}
+		if after, _ := g.Counters(); len(c.Survivors()) == 1 && after.ForksStopped <= dbefore.ForksStopped {
+			t.Errorf("the marked loop lives but its forks are not refused: %+v", after)
+		}
+	} else {
+		waitStopped(t, c, 10*time.Second)
+	}
+	if s := states([]int{decoy.Leader})[decoy.Leader]; s == 'T' || s == 0 {
+		t.Errorf("the unmarked decoy is stopped or gone (state %q)", s)
 	}
 	cnt, _ := g.Counters()
 	if cnt.ForksStopped == 0 {
@@ -277,7 +383,8 @@ func TestGateKillEmptiesASpinningChain(t *testing.T) {
 	if n := decoy.WaitPopulation(50, 30*time.Second); n < 50 {
 		t.Fatalf("decoy reached %d processes, want 50", n)
 	}
-	g, err := Load(Config{Files: []proc.File{fileOf(t, c.Path)}, Exempt: Exempt(proc.Default), Kill: true})
+	// The killing action is the stopping form's.
+	g, err := Load(Config{Files: []File{fileOf(t, c.Path)}, Exempt: Exempt(proc.Default), Kill: true, Form: FormStop})
 	if err != nil {
 		t.Skipf("the gate does not load here: %s", Explain(err))
 	}
@@ -312,10 +419,13 @@ func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
 	c.WaitPopulation(300, 30*time.Second)
 	decoy.WaitPopulation(20, 30*time.Second)
 	g := attach(t, fileOf(t, c.Path))
+	if !g.CanKill() {
+		t.Skipf("the kill iterator does not load here: %v", g.Missing)
+	}
 	live := len(c.Survivors())
 	n, err := g.KillAll()
 	if err != nil {
-		t.Skipf("the kill iterator does not run here: %v", err)
+		t.Fatalf("the kill iterator loaded but did not run: %v", err)
 	}
 	// At least the chain as it was: more when forks that were past the
 	// gate's check at attach (preempted mid-fork, seen under the suite's

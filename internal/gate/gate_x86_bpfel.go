@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type gateFdRec struct {
+	_   structs.HostLayout
+	Ino uint64
+	Dev uint32
+	Fd  uint32
+}
+
 type gateFileId struct {
 	_   structs.HostLayout
 	Ino uint64
@@ -39,20 +46,27 @@ type gateTaskRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	gateMapCounters       = "counters"
-	gateMapExempt         = "exempt"
-	gateMapForkCounts     = "fork_counts"
-	gateMapGated          = "gated"
-	gateMapKilled         = "killed"
-	gateMapTargets        = "targets"
-	gateProgCountSysEnter = "count_sys_enter"
-	gateProgGateExec      = "gate_exec"
-	gateProgGateFork      = "gate_fork"
-	gateProgGateKill      = "gate_kill"
-	gateProgGateSysEnter  = "gate_sys_enter"
-	gateProgGateTasks     = "gate_tasks"
-	gateVarAction         = "action"
-	gateVarUnusedTaskRec  = "unused_task_rec"
+	gateMapCounters          = "counters"
+	gateMapExempt            = "exempt"
+	gateMapForkCounts        = "fork_counts"
+	gateMapGated             = "gated"
+	gateMapKilled            = "killed"
+	gateMapTargets           = "targets"
+	gateProgCountSysEnter    = "count_sys_enter"
+	gateProgGateBprmCheck    = "gate_bprm_check"
+	gateProgGateBprmCheckRet = "gate_bprm_check_ret"
+	gateProgGateExec         = "gate_exec"
+	gateProgGateFork         = "gate_fork"
+	gateProgGateIdent        = "gate_ident"
+	gateProgGateKill         = "gate_kill"
+	gateProgGateSysEnter     = "gate_sys_enter"
+	gateProgGateTaskAlloc    = "gate_task_alloc"
+	gateProgGateTaskAllocRet = "gate_task_alloc_ret"
+	gateProgGateTasks        = "gate_tasks"
+	gateVarAction            = "action"
+	gateVarSelfTgid          = "self_tgid"
+	gateVarUnusedFdRec       = "unused_fd_rec"
+	gateVarUnusedTaskRec     = "unused_task_rec"
 )
 
 // loadGate returns the embedded CollectionSpec for gate.
@@ -97,12 +111,17 @@ type gateSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateProgramSpecs struct {
-	CountSysEnter *ebpf.ProgramSpec `ebpf:"count_sys_enter"`
-	GateExec      *ebpf.ProgramSpec `ebpf:"gate_exec"`
-	GateFork      *ebpf.ProgramSpec `ebpf:"gate_fork"`
-	GateKill      *ebpf.ProgramSpec `ebpf:"gate_kill"`
-	GateSysEnter  *ebpf.ProgramSpec `ebpf:"gate_sys_enter"`
-	GateTasks     *ebpf.ProgramSpec `ebpf:"gate_tasks"`
+	CountSysEnter    *ebpf.ProgramSpec `ebpf:"count_sys_enter"`
+	GateBprmCheck    *ebpf.ProgramSpec `ebpf:"gate_bprm_check"`
+	GateBprmCheckRet *ebpf.ProgramSpec `ebpf:"gate_bprm_check_ret"`
+	GateExec         *ebpf.ProgramSpec `ebpf:"gate_exec"`
+	GateFork         *ebpf.ProgramSpec `ebpf:"gate_fork"`
+	GateIdent        *ebpf.ProgramSpec `ebpf:"gate_ident"`
+	GateKill         *ebpf.ProgramSpec `ebpf:"gate_kill"`
+	GateSysEnter     *ebpf.ProgramSpec `ebpf:"gate_sys_enter"`
+	GateTaskAlloc    *ebpf.ProgramSpec `ebpf:"gate_task_alloc"`
+	GateTaskAllocRet *ebpf.ProgramSpec `ebpf:"gate_task_alloc_ret"`
+	GateTasks        *ebpf.ProgramSpec `ebpf:"gate_tasks"`
 }
 
 // gateMapSpecs contains maps before they are loaded into the kernel.
@@ -122,6 +141,8 @@ type gateMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateVariableSpecs struct {
 	Action        *ebpf.VariableSpec `ebpf:"action"`
+	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
+	UnusedFdRec   *ebpf.VariableSpec `ebpf:"unused_fd_rec"`
 	UnusedTaskRec *ebpf.VariableSpec `ebpf:"unused_task_rec"`
 }
 
@@ -169,6 +190,8 @@ func (m *gateMaps) Close() error {
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateVariables struct {
 	Action        *ebpf.Variable `ebpf:"action"`
+	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
+	UnusedFdRec   *ebpf.Variable `ebpf:"unused_fd_rec"`
 	UnusedTaskRec *ebpf.Variable `ebpf:"unused_task_rec"`
 }
 
@@ -176,21 +199,31 @@ type gateVariables struct {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gatePrograms struct {
-	CountSysEnter *ebpf.Program `ebpf:"count_sys_enter"`
-	GateExec      *ebpf.Program `ebpf:"gate_exec"`
-	GateFork      *ebpf.Program `ebpf:"gate_fork"`
-	GateKill      *ebpf.Program `ebpf:"gate_kill"`
-	GateSysEnter  *ebpf.Program `ebpf:"gate_sys_enter"`
-	GateTasks     *ebpf.Program `ebpf:"gate_tasks"`
+	CountSysEnter    *ebpf.Program `ebpf:"count_sys_enter"`
+	GateBprmCheck    *ebpf.Program `ebpf:"gate_bprm_check"`
+	GateBprmCheckRet *ebpf.Program `ebpf:"gate_bprm_check_ret"`
+	GateExec         *ebpf.Program `ebpf:"gate_exec"`
+	GateFork         *ebpf.Program `ebpf:"gate_fork"`
+	GateIdent        *ebpf.Program `ebpf:"gate_ident"`
+	GateKill         *ebpf.Program `ebpf:"gate_kill"`
+	GateSysEnter     *ebpf.Program `ebpf:"gate_sys_enter"`
+	GateTaskAlloc    *ebpf.Program `ebpf:"gate_task_alloc"`
+	GateTaskAllocRet *ebpf.Program `ebpf:"gate_task_alloc_ret"`
+	GateTasks        *ebpf.Program `ebpf:"gate_tasks"`
 }
 
 func (p *gatePrograms) Close() error {
 	return _GateClose(
 		p.CountSysEnter,
+		p.GateBprmCheck,
+		p.GateBprmCheckRet,
 		p.GateExec,
 		p.GateFork,
+		p.GateIdent,
 		p.GateKill,
 		p.GateSysEnter,
+		p.GateTaskAlloc,
+		p.GateTaskAllocRet,
 		p.GateTasks,
 	)
 }

@@ -3,68 +3,121 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 )
 
-// Kind is one BPF program kind and whether it loads here.
+// Kind is one BPF program and whether it loads here.
 type Kind struct {
 	Name string // as a SEC() would name it: tp_btf/sys_enter, lsm/task_alloc
 	OK   bool
 	Why  string
 }
 
-// Probe loads (and never attaches) what the gate is made of, and the
-// stronger forms it could take where they load, and says which load here.
-// Reading the kernel's config does not tell: many kernels build the BPF
-// LSM without enabling it, and lockdown refuses trampolines on others.
-func Probe(btfPath string) []Kind {
-	var out []Kind
-	g, err := Load(Config{BTF: btfPath})
-	if err != nil {
-		out = append(out, Kind{"tp_btf (the gate: sys_enter, sched_process_fork, sched_process_exec)", false, Explain(err)})
-	} else {
-		g.Close()
-		out = append(out, Kind{"tp_btf (the gate: sys_enter, sched_process_fork, sched_process_exec)", true, fmt.Sprintf("loaded in %v", g.LoadTook.Round(1e5))})
-	}
-	for _, k := range []struct {
-		name   string
-		typ    ebpf.ProgramType
-		attach ebpf.AttachType
-		to     string
-	}{
-		{"lsm/task_alloc (would refuse forks with an error instead of a stop)", ebpf.LSM, ebpf.AttachLSMMac, "task_alloc"},
-		{"fmod_ret/security_task_alloc", ebpf.Tracing, ebpf.AttachModifyReturn, "security_task_alloc"},
-	} {
-		p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-			Type: k.typ, AttachType: k.attach, AttachTo: k.to, License: "GPL",
-			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
-		})
-		if err != nil {
-			out = append(out, Kind{k.name, false, Explain(err)})
-			continue
-		}
-		p.Close()
-		out = append(out, Kind{k.name, true, "loads (not used: freeze has no such form yet)"})
-	}
-	return out
+// probed are the gate's programs in the order the probe reports them,
+// each with what it is for.
+var probed = []struct{ name, role string }{
+	{"gate_fork", "fork lineage: needed"},
+	{"gate_exec", "stop at exec of a target: needed"},
+	{"gate_task_alloc", "refusing form: forks"},
+	{"gate_bprm_check", "refusing form: execs"},
+	{"gate_task_alloc_ret", "refusing form without the active BPF LSM: forks"},
+	{"gate_bprm_check_ret", "refusing form without the active BPF LSM: execs"},
+	{"gate_sys_enter", "stopping form"},
+	{"gate_ident", "files by the kernel's identity (btrfs, overlayfs)"},
+	{"gate_kill", "the chain killed in one pass (else by pidfd)"},
+	{"gate_tasks", "scans in one pass (else /proc)"},
 }
+
+// Probe loads (and never attaches) each of the gate's programs on its
+// own, and says which load here. Its first Kind is the gate as a whole:
+// OK when a form loads with what it needs, naming the form Load would
+// take. Reading the kernel's config does not tell: many kernels build
+// the BPF LSM without enabling it, and lockdown refuses trampolines on
+// others.
+func Probe(btfPath string) []Kind {
+	ld, err := newLoader(btfPath, uint32(unix.SIGSTOP))
+	if err != nil {
+		return []Kind{{Name: "the gate", Why: Explain(err)}}
+	}
+	defer ld.close()
+	ok := map[string]bool{}
+	var out []Kind
+	for _, p := range probed {
+		t0 := time.Now()
+		prog, err := ld.prog(p.name)
+		k := Kind{Name: sections[p.name] + " (" + p.role + ")"}
+		if err != nil {
+			k.Why = Explain(err)
+		} else {
+			prog.Close()
+			k.OK, k.Why, ok[p.name] = true, fmt.Sprintf("loads (%v)", time.Since(t0).Round(100*time.Microsecond)), true
+		}
+		out = append(out, k)
+	}
+	whole := Kind{Name: "the gate"}
+	if ok["gate_fork"] && ok["gate_exec"] {
+		for _, f := range []Form{FormLSM, FormFmodRet, FormStop} {
+			all := true
+			for _, name := range f.programs() {
+				all = all && ok[name]
+			}
+			if all {
+				whole.OK, whole.Why = true, "loads: form "+f.String()+" (what auto takes)"
+				break
+			}
+		}
+	}
+	if !whole.OK {
+		whole.Why = "no form loads: " + firstFailure(out)
+	}
+	return append([]Kind{whole}, out...)
+}
+
+func firstFailure(ks []Kind) string {
+	for _, k := range ks {
+		if !k.OK {
+			return k.Name + ": " + k.Why
+		}
+	}
+	return "?"
+}
+
+// kfuncSince names the kernel release that first has each kfunc the gate
+// calls.
+var kfuncSince = map[string]string{
+	"bpf_send_signal_task": "6.13",
+}
+
+var kfuncRE = regexp.MustCompile(`kfunc "([a-z_0-9]+)": not supported`)
 
 // Explain turns a load error into what the operator can act on.
 func Explain(err error) string {
 	// cilium/ebpf suggests RLIMIT_MEMLOCK on any EPERM; kernels since
 	// 5.11 charge BPF memory to the cgroup instead, so that is noise.
 	msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
+	if m := kfuncRE.FindStringSubmatch(msg); m != nil {
+		since := kfuncSince[m[1]]
+		if since == "" {
+			since = "a newer release"
+		}
+		return msg + " (this kernel lacks the kfunc " + m[1] + ", which Linux " + since + " has)"
+	}
 	switch {
 	case errors.Is(err, ErrUnsupported):
 		return msg
 	case errors.Is(err, unix.EPERM):
 		return msg + " (not root, or refused by lockdown or a security module)"
-	case errors.Is(err, ebpf.ErrNotSupported), strings.Contains(msg, "btf"), strings.Contains(msg, "BTF"):
-		return msg + " (the kernel lacks BTF or this program type; freeze uses the cgroup methods)"
+	case errors.Is(err, unix.EINVAL) && strings.Contains(msg, "lsm"):
+		return msg + " (the BPF LSM is not in the active list: boot with lsm=...,bpf)"
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return msg + " (this kernel lacks this program type or hook)"
+	case strings.Contains(msg, "BTF") || strings.Contains(msg, "btf"):
+		return msg + " (the kernel's BTF does not have what this program needs)"
 	}
 	return msg
 }

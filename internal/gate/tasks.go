@@ -44,7 +44,12 @@ var initPidNS = sync.OnceValue(func() bool {
 // It is what a scan reads, without /proc: a few milliseconds for 12,000
 // processes where reading /proc took about 0.2 s. The scan falls back to
 // /proc for the link's text (deleted files, --under) and for --arg.
-func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) { return g.scan.tasks(buf) }
+//
+// A target's executable is reported with the identity stat(2) gave when
+// freeze resolved it, which is what a scan compares: on btrfs subvolumes
+// and overlays across filesystems the kernel's device is another (see
+// kernelIDs). Other executables carry the kernel's identity, converted.
+func (g *Gate) Tasks(buf []proc.Task) ([]proc.Task, error) { return g.scan.tasks(buf, g.statOf) }
 
 // taskIter runs the scan program (set at load): its link is attached at
 // the first use and kept until close.
@@ -59,7 +64,10 @@ type taskIter struct {
 	comms map[[16]int8]string
 }
 
-func (ti *taskIter) tasks(buf []proc.Task) ([]proc.Task, error) {
+func (ti *taskIter) tasks(buf []proc.Task, statOf map[gateFileId]proc.File) ([]proc.Task, error) {
+	if ti.prog == nil {
+		return buf, fmt.Errorf("the scan iterator: %w", ErrMissing)
+	}
 	if !initPidNS() {
 		return buf, ErrPidNamespace
 	}
@@ -89,7 +97,7 @@ func (ti *taskIter) tasks(buf []proc.Task) ([]proc.Task, error) {
 			return buf, fmt.Errorf("the scan iterator: %w", err)
 		}
 		b = b[recSize:]
-		buf = append(buf, taskOf(rec, ti.comm(rec.Comm)))
+		buf = append(buf, taskOf(rec, ti.comm(rec.Comm), statOf))
 	}
 	return buf, nil
 }
@@ -123,7 +131,7 @@ func (ti *taskIter) close() error {
 }
 
 // taskOf turns a record into what /proc would say.
-func taskOf(r gateTaskRec, comm string) proc.Task {
+func taskOf(r gateTaskRec, comm string, statOf map[gateFileId]proc.File) proc.Task {
 	t := proc.Task{
 		Stat: proc.Stat{PID: int(r.Pid), PPID: int(r.Ppid), Comm: comm, Flags: uint64(r.Flags),
 			Start: r.StartNs / nsPerTick, State: stateLetter(r.State, r.ExitState)},
@@ -133,6 +141,9 @@ func taskOf(r gateTaskRec, comm string) proc.Task {
 		// The kernel's s_dev is major<<20 | minor; stat(2) encodes it
 		// otherwise.
 		t.Exe = proc.File{Dev: unix.Mkdev(r.Dev>>20, r.Dev&0xfffff), Ino: r.Ino, Nlink: uint64(r.Nlink)}
+		if f, ok := statOf[gateFileId{Ino: r.Ino, Dev: r.Dev}]; ok {
+			t.Exe.Dev = f.Dev
+		}
 	}
 	return t
 }

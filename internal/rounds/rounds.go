@@ -68,6 +68,12 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 	var out Outcome
 	empty := 0
 	var last match.Result
+	// groupKilled are the processes a group kill claimed to reach in an
+	// earlier round. One that is alive a round later is signalled by
+	// pidfd as well: inside is a claim (a gate that knows a file by an
+	// identity the kernel does not share, a group kill that failed
+	// quietly), and zero must not rest on it.
+	groupKilled := map[proc.ID]bool{}
 	for n := 1; n <= c.Rounds; n++ {
 		t0 := time.Now()
 		res, err := c.Scanner.Scan()
@@ -93,7 +99,7 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			return out, err
 		}
 		r := Round{N: n, Live: res.Live()}
-		groupKilled := false
+		killReached := false
 		// The group's own kill first, whenever anything is alive: a
 		// cgroup's kill of what it holds, the gate's of everything it
 		// gates (which need not be in any group).
@@ -101,7 +107,7 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			if err := c.Group.Kill(); err != nil {
 				r.GroupErr = err.Error()
 			} else {
-				groupKilled = c.Group.KillReachesAll()
+				killReached = c.Group.KillReachesAll()
 			}
 		}
 		// wait: what the round waits to see dead. Members of a group that
@@ -116,7 +122,8 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			if !in || !populated {
 				wait = append(wait, p.ID)
 			}
-			if in && groupKilled {
+			if in && killReached && !groupKilled[p.ID] {
+				groupKilled[p.ID] = true
 				continue
 			}
 			h, err := c.FS.Open(p.ID)

@@ -41,11 +41,20 @@ func (r *run) gate() error {
 	// deaths), so stopping stays the default and the order stays freeze,
 	// then kill.
 	kill := !r.c.Hold && os.Getenv("FREEZE_GATE_ACTION") == "kill"
+	// FREEZE_GATE_FORM picks the form (auto, lsm, fmod_ret, tp_btf): for
+	// the benchmark and the VM matrix, which measure each form on one
+	// kernel. Unset, auto: the refusing form where it loads.
+	form, ferr := gate.ParseForm(envOr("FREEZE_GATE_FORM", "auto"))
+	if ferr != nil {
+		r.gateWhy = ferr.Error()
+		r.rec.Record(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.F{"error": r.gateWhy, "method_asked": string(r.c.Method)})
+		return nil
+	}
 	var g *gate.Gate
 	var err error
 	spare := r.c.Gate
 	r.c.Gate = nil // taken: used below, or closed
-	preloaded := spare != nil && spare.Kill == kill && r.c.BTF == ""
+	preloaded := spare != nil && spare.Kill == kill && r.c.BTF == "" && (form == gate.FormAuto || form == spare.Form)
 	if preloaded {
 		t0 := time.Now()
 		g, err = spare, spare.Fill(files, gate.Exempt(r.c.FS))
@@ -57,12 +66,17 @@ func (r *run) gate() error {
 		if spare != nil {
 			spare.Close()
 		}
-		g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill})
+		g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill, Form: form})
 	}
 	if err == nil {
 		if err = g.Attach(); err != nil {
 			g.Close()
 		}
+	}
+	if err == nil {
+		// What only speeds things up loads once the chain is held: the
+		// kill and scan iterators (a preloaded gate has them already).
+		g.LoadExtras()
 	}
 	if err != nil {
 		r.gateWhy = gate.Explain(err)
@@ -74,30 +88,62 @@ func (r *run) gate() error {
 	// From now on every scan of the run reads the processes through the
 	// gate's task iterator: milliseconds where /proc takes tens to
 	// hundreds, and no contention with the chain's exits on /proc.
-	if os.Getenv("FREEZE_SCAN") != "proc" {
+	if os.Getenv("FREEZE_SCAN") != "proc" && g.CanScan() {
 		r.scanner.UseTasks(g.Tasks)
 	}
 	how := "load"
 	if preloaded {
 		how = "preloaded, filled in"
 	}
-	msg := fmt.Sprintf("gate attached (%s %v, attach %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", how, g.LoadTook.Round(10e3), g.AttachTook.Round(10e3), actionWord(g.Kill))
+	msg := fmt.Sprintf("gate attached, form %s (%s %v, attach %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, g.LoadTook.Round(10e3), g.AttachTook.Round(10e3), gateAction(g))
 	if note != "" {
 		msg += "; " + note
 	}
-	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, timeline.F{"preloaded": preloaded, "load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": actionWord(g.Kill)})
+	fields := timeline.F{"preloaded": preloaded, "load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "extras_ms": ms(g.ExtrasTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": gateAction(g), "form": g.Form.Word()}
+	if len(g.Tried) > 0 {
+		var tried []string
+		for _, k := range g.Tried {
+			tried = append(tried, k.Name+": "+k.Why)
+		}
+		fields["tried"] = tried
+		msg += fmt.Sprintf("; %d stronger form(s) did not load here (the record's 'tried' says why)", len(tried))
+	}
+	var missing []string
+	for _, k := range g.Missing {
+		msg += "; without " + k.Name + ": " + k.Why
+		missing = append(missing, k.Name+": "+k.Why)
+	}
+	if len(missing) > 0 {
+		fields["missing"] = missing
+	}
+	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, fields)
 	return nil
+}
+
+// gateAction is what the gate does to an attempt of the chain.
+func gateAction(g *gate.Gate) string {
+	if g.Form.Refuses() {
+		return "refused"
+	}
+	return actionWord(g.Kill)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // gateFiles are the files whose every process is the chain: the targets,
 // and the executables under --under; none with --arg.
-func gateFiles(spec match.Spec) ([]proc.File, string) {
+func gateFiles(spec match.Spec) ([]gate.File, string) {
 	if len(spec.Args) > 0 {
 		return nil, "with --arg the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
 	}
-	var files []proc.File
+	var files []gate.File
 	for _, t := range spec.Targets {
-		files = append(files, t.File)
+		files = append(files, gate.File{Path: t.Path, Stat: t.File})
 	}
 	more := 0
 	for _, dir := range spec.Under {
@@ -114,7 +160,7 @@ func gateFiles(spec match.Spec) ([]proc.File, string) {
 				return nil
 			}
 			if f, err := proc.StatFile(path); err == nil {
-				files = append(files, f)
+				files = append(files, gate.File{Path: path, Stat: f})
 			}
 			return nil
 		})
@@ -135,8 +181,8 @@ func (r *run) closeGate() {
 	c, cerr := g.Counters()
 	err := g.Close()
 	r.gateOn = nil
-	fields := timeline.F{"action": actionWord(g.Kill), "forks_stopped": c.ForksStopped, "execs_stopped": c.ExecsStopped, "target_execs": c.TargetExecs, "lineage": c.Lineage}
-	msg := fmt.Sprintf("gate detached: it %s %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", actionWord(g.Kill), c.ForksStopped, c.ExecsStopped, c.TargetExecs, c.Lineage)
+	fields := timeline.F{"action": gateAction(g), "form": g.Form.Word(), "forks_stopped": c.ForksStopped, "execs_stopped": c.ExecsStopped, "target_execs": c.TargetExecs, "lineage": c.Lineage}
+	msg := fmt.Sprintf("gate detached: it %s %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", gateAction(g), c.ForksStopped, c.ExecsStopped, c.TargetExecs, c.Lineage)
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}

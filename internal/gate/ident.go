@@ -1,0 +1,117 @@
+package gate
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// identBatch is how many files are held open at once while their
+// identities are read: well below any RLIMIT_NOFILE (Go raises the soft
+// limit to the hard one, at least 1,024 by default), and one pass of the
+// identity reader a batch. --under can name MaxFiles.
+const identBatch = 512
+
+var fdRecSize = int(unsafe.Sizeof(gateFdRec{}))
+
+// kernelIDs returns each file's identity as the kernel holds it, read
+// through a descriptor: each path is opened O_PATH|O_NOFOLLOW, checked
+// by fstat to be the file that was resolved, and the identity reader
+// (iter/task_file over freeze's own descriptors) reports what the
+// kernel holds for that open file: the inode number and its
+// super_block's s_dev, which is what mm->exe_file of a process running
+// it shows. stat(2) says the same on most filesystems, but not on btrfs
+// subvolumes (an anonymous device per subvolume) nor on overlayfs whose
+// layers are on several filesystems with xino off (the real file's
+// device, not the overlay's). Without the reader, the stat identity.
+func (g *Gate) kernelIDs(files []File) ([]gateFileId, error) {
+	ids := make([]gateFileId, len(files))
+	for start := 0; start < len(files); start += identBatch {
+		end := min(start+identBatch, len(files))
+		if err := g.readBatch(files[start:end], ids[start:end]); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+func (g *Gate) readBatch(files []File, ids []gateFileId) error {
+	fds := make([]int, 0, len(files))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for i, f := range files {
+		ids[i] = fileID(f.Stat)
+		if g.ident == nil {
+			continue
+		}
+		fd, err := unix.Open(f.Path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("gate: open %s: %w", f.Path, err)
+		}
+		fds = append(fds, fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("gate: fstat %s: %w", f.Path, err)
+		}
+		if st.Dev != f.Stat.Dev || st.Ino != f.Stat.Ino {
+			return fmt.Errorf("gate: %s changed since freeze resolved it (was %d:%d, now %d:%d): run freeze again", f.Path, f.Stat.Dev, f.Stat.Ino, st.Dev, st.Ino)
+		}
+	}
+	if g.ident == nil {
+		return nil
+	}
+	byFD, err := g.readIdent()
+	if err != nil {
+		return err
+	}
+	for i, fd := range fds {
+		id, ok := byFD[uint32(fd)]
+		if !ok {
+			return fmt.Errorf("gate: the identity reader did not see %s (fd %d)", files[i].Path, fd)
+		}
+		if id.Ino != files[i].Stat.Ino {
+			// The inode number is the file's on every filesystem here;
+			// only the device differs. Another number means another file.
+			return fmt.Errorf("gate: %s: the kernel holds inode %d, stat said %d", files[i].Path, id.Ino, files[i].Stat.Ino)
+		}
+		ids[i] = id
+	}
+	return nil
+}
+
+// readIdent runs the identity reader once: the kernel identity of every
+// descriptor freeze has open, by descriptor.
+func (g *Gate) readIdent() (map[uint32]gateFileId, error) {
+	l, err := link.AttachIter(link.IterOptions{Program: g.ident})
+	if err != nil {
+		return nil, fmt.Errorf("the identity reader: %w", err)
+	}
+	defer l.Close()
+	r, err := l.Open()
+	if err != nil {
+		return nil, fmt.Errorf("the identity reader: %w", err)
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, fmt.Errorf("the identity reader: %w", err)
+	}
+	out := map[uint32]gateFileId{}
+	b := buf.Bytes()
+	for len(b) >= fdRecSize {
+		var rec gateFdRec
+		if _, err := binary.Decode(b[:fdRecSize], binary.NativeEndian, &rec); err != nil {
+			return nil, fmt.Errorf("the identity reader: %w", err)
+		}
+		b = b[fdRecSize:]
+		out[rec.Fd] = gateFileId{Ino: rec.Ino, Dev: rec.Dev}
+	}
+	return out, nil
+}

@@ -1,0 +1,103 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+)
+
+// loader loads the gate's programs one at a time against one set of
+// maps: a kernel that lacks what one program needs (a kfunc, a hook, a
+// program type) then loses that program alone. cilium/ebpf loads a
+// collection as a whole, so each program is loaded as a collection of
+// its own whose maps are all replaced by the shared ones.
+type loader struct {
+	spec *ebpf.CollectionSpec
+	opts ebpf.CollectionOptions
+	maps map[string]*ebpf.Map
+}
+
+// sections names each program as its SEC() does, for the messages.
+var sections = map[string]string{
+	"gate_sys_enter":      "tp_btf/sys_enter",
+	"gate_fork":           "tp_btf/sched_process_fork",
+	"gate_exec":           "tp_btf/sched_process_exec",
+	"gate_task_alloc":     "lsm/task_alloc",
+	"gate_bprm_check":     "lsm/bprm_check_security",
+	"gate_task_alloc_ret": "fmod_ret/security_task_alloc",
+	"gate_bprm_check_ret": "fmod_ret/security_bprm_check",
+	"gate_ident":          "iter/task_file (identity reader)",
+	"gate_kill":           "iter/task (kill iterator)",
+	"gate_tasks":          "iter/task (scan iterator)",
+	"count_sys_enter":     "tp_btf/sys_enter (fork counter)",
+}
+
+// newLoader reads the object, sets its constants (the action of the
+// stopping form, and the loader's own tgid for the identity reader) and
+// creates every map once.
+func newLoader(btfPath string, action uint32) (*loader, error) {
+	spec, err := loadGate()
+	if err != nil {
+		return nil, fmt.Errorf("the gate's object: %w", err)
+	}
+	if err := spec.Variables["action"].Set(action); err != nil {
+		return nil, fmt.Errorf("the gate's action: %w", err)
+	}
+	if err := spec.Variables["self_tgid"].Set(uint32(os.Getpid())); err != nil {
+		return nil, fmt.Errorf("the gate's tgid: %w", err)
+	}
+	// One decoding of the kernel's types for all the loads: each
+	// collection load decodes them again otherwise (about 25 ms each
+	// here, most of a load).
+	ld := &loader{spec: spec, maps: map[string]*ebpf.Map{}, opts: ebpf.CollectionOptions{Cache: btf.NewCache()}}
+	if btfPath != "" {
+		k, err := btf.LoadSpec(btfPath)
+		if err != nil {
+			return nil, fmt.Errorf("kernel BTF %s: %w", btfPath, err)
+		}
+		ld.opts.Programs.KernelTypes = k
+	}
+	only := spec.Copy()
+	only.Programs = nil
+	coll, err := ebpf.NewCollectionWithOptions(only, ld.opts)
+	if err != nil {
+		return nil, fmt.Errorf("create the gate's maps: %w", err)
+	}
+	for name := range coll.Maps {
+		ld.maps[name] = coll.DetachMap(name)
+	}
+	coll.Close()
+	ld.opts.MapReplacements = ld.maps
+	return ld, nil
+}
+
+// prog loads one program by name.
+func (ld *loader) prog(name string) (*ebpf.Program, error) {
+	ps, ok := ld.spec.Programs[name]
+	if !ok {
+		return nil, fmt.Errorf("no program %s in the gate's object", name)
+	}
+	one := ld.spec.Copy()
+	one.Programs = map[string]*ebpf.ProgramSpec{name: ps.Copy()}
+	coll, err := ebpf.NewCollectionWithOptions(one, ld.opts)
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	return coll.DetachProgram(name), nil
+}
+
+// done drops the decoded kernel types once nothing more is loaded.
+func (ld *loader) done() { ld.opts.Cache = nil }
+
+func (ld *loader) close() error {
+	var errs []error
+	for name, m := range ld.maps {
+		errs = append(errs, m.Close())
+		delete(ld.maps, name)
+	}
+	return errors.Join(errs...)
+}
