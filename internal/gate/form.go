@@ -1,6 +1,32 @@
 package gate
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// lsmList is where the kernel lists its active security modules
+// (securityfs).
+const lsmList = "/sys/kernel/security/lsm"
+
+// bpfLSMActive says whether the BPF LSM's hooks run: an lsm program
+// loads and attaches wherever CONFIG_BPF_LSM is built, but the kernel
+// calls it only when bpf is in the active list (lsm= on the command
+// line, else CONFIG_LSM). Where the list cannot be read, the refusing
+// form goes through fmod_ret instead, which hooks security_* itself.
+func bpfLSMActive() error {
+	b, err := os.ReadFile(lsmList)
+	if err != nil {
+		return fmt.Errorf("cannot read %s (securityfs not mounted?), so whether the BPF LSM runs is unknown: %w", lsmList, err)
+	}
+	for _, m := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		if m == "bpf" {
+			return nil
+		}
+	}
+	return fmt.Errorf("bpf is not in the active LSM list (%s: %s): its hooks would not run; boot with lsm=...,bpf", lsmList, strings.TrimSpace(string(b)))
+}
 
 // Form is how the gate keeps the chain from growing.
 type Form uint8

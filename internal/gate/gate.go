@@ -154,6 +154,12 @@ func (g *Gate) loadForm(want Form) error {
 	for _, f := range forms {
 		var progs []*ebpf.Program
 		var err error
+		if f == FormLSM {
+			if err := bpfLSMActive(); err != nil {
+				g.Tried = append(g.Tried, Kind{Name: f.String(), Why: err.Error()})
+				continue
+			}
+		}
 		for _, name := range f.programs() {
 			var p *ebpf.Program
 			if p, err = g.ld.prog(name); err != nil {

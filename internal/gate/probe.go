@@ -55,11 +55,15 @@ func Probe(btfPath string) []Kind {
 			k.Why = Explain(err)
 		} else {
 			prog.Close()
-			k.OK, k.Why, ok[p.name] = true, fmt.Sprintf("loads (%v)", time.Since(t0).Round(100*time.Microsecond)), true
+			k.OK, k.Why, ok[p.name] = true, fmt.Sprintf("in %v", time.Since(t0).Round(100*time.Microsecond)), true
 		}
 		out = append(out, k)
 	}
 	whole := Kind{Name: "the gate"}
+	if err := bpfLSMActive(); err != nil {
+		ok["gate_task_alloc"] = false // loads, but its hook would not run
+		out = append(out, Kind{Name: "the BPF LSM's hooks", Why: err.Error()})
+	}
 	if ok["gate_fork"] && ok["gate_exec"] {
 		for _, f := range []Form{FormLSM, FormFmodRet, FormStop} {
 			all := true
@@ -67,7 +71,7 @@ func Probe(btfPath string) []Kind {
 				all = all && ok[name]
 			}
 			if all {
-				whole.OK, whole.Why = true, "loads: form "+f.String()+" (what auto takes)"
+				whole.OK, whole.Why = true, "form "+f.String()+", what auto takes"
 				break
 			}
 		}
