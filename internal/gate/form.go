@@ -37,7 +37,8 @@ const (
 	FormAuto Form = iota
 	// FormLSM refuses: lsm/task_alloc fails the chain's forks and clones
 	// with EAGAIN, lsm/bprm_check_security its execs (and any exec of a
-	// target) with EACCES. Needs bpf in the active LSM list.
+	// target) with EACCES, and the chain's caller is stopped as in
+	// FormStop. Needs bpf in the active LSM list.
 	FormLSM
 	// FormFmodRet refuses as FormLSM does, through fmod_ret programs on
 	// security_task_alloc and security_bprm_check: where the BPF LSM is
@@ -62,8 +63,8 @@ func (f Form) programs() []string {
 	return nil
 }
 
-// Refuses reports whether the form makes a fork fail instead of
-// stopping its caller: the caller then keeps running until it is killed.
+// Refuses reports whether the form makes a fork fail (and stops its
+// caller), rather than only stopping the caller before the fork.
 func (f Form) Refuses() bool { return f == FormLSM || f == FormFmodRet }
 
 // String is the form's name in the timeline and the probe.

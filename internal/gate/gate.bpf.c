@@ -11,11 +11,20 @@
 //     the same bodies as fmod_ret on security_task_alloc and
 //     security_bprm_check where the BPF LSM is not active): a fork or
 //     clone of the chain fails with EAGAIN inside copy_process, before
-//     anything is copied and before the pids charge, and an exec of the
-//     chain, or of a target file by anyone, fails with EACCES. The caller
-//     keeps running; the kill follows. Needs the BPF LSM in the active
-//     list (lsm=, CONFIG_LSM), or trampolines for fmod_ret: Debian's 6.1
-//     and 6.12 load both, the 6.18 kernel freeze was built on neither.
+//     the address space is copied and before the pids charge, and an exec
+//     of the chain fails with EACCES; the caller is stopped too (action),
+//     as in the stopping form: a refused chain left running retries its
+//     forks in a loop, and in a 2-CPU VM 300 of them starved everything
+//     else (a test that takes 4 s with the stop took 104 s). Unlike the
+//     stop alone, the refusal is final: a continued process's fork fails
+//     again instead of restarting. An exec of a target by a process
+//     outside the chain fails too, and that process is not stopped. Needs
+//     the BPF LSM in the active list (lsm=, CONFIG_LSM), or trampolines
+//     for fmod_ret: Debian's 6.1 and 6.12 load both, the 6.18 kernel
+//     freeze was built on neither. Where sys_enter loads too, it is
+//     attached first and stays: attaching the LSM programs took 4.5 s on
+//     Debian's 6.1 under emulation, sys_enter 23 ms, and the chain is
+//     held from the first.
 //   - The stopping form (tp_btf/sys_enter, Linux 5.5): each attempt is
 //     answered with SIGSTOP (or SIGKILL, see action) to the caller, sent
 //     from sys_enter: the pending signal makes copy_process back out
@@ -70,6 +79,8 @@ enum {
 	C_TARGET_EXEC,    // execs of a target file by a task not yet gated, stopped or refused
 	C_LINEAGE,        // children marked because their parent is gated
 	C_KILLED,         // processes the kill iterator signalled
+	C_FORK_REFUSED,   // clone-family calls of the chain refused (refusing form)
+	C_EXEC_REFUSED,   // exec-family calls of the chain refused (refusing form)
 	C_MAX,
 };
 
@@ -212,8 +223,9 @@ static __always_inline int refuse_fork(int ret)
 	if (!in_chain(t))
 		return 0;
 	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	count(C_FORK_STOPPED);
-	return -EAGAIN; // what fork(2) gives at a pids cap: callers retry or give up
+	bpf_send_signal(action);
+	count(C_FORK_REFUSED);
+	return -EAGAIN; // what fork(2) gives at a pids cap
 }
 
 static __always_inline int refuse_exec(struct linux_binprm *bprm, int ret)
@@ -225,7 +237,8 @@ static __always_inline int refuse_exec(struct linux_binprm *bprm, int ret)
 		return 0;
 	if (in_chain(t)) {
 		bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		count(C_EXEC_STOPPED);
+		bpf_send_signal(action);
+		count(C_EXEC_REFUSED);
 		return -EACCES;
 	}
 	if (is_target(bprm->file)) {

@@ -77,6 +77,7 @@ var ErrMissing = errors.New("not loaded on this kernel")
 type Gate struct {
 	ld       *loader
 	core     []*ebpf.Program // lineage, exec, then the form's: in attach order
+	stop     *ebpf.Program   // sys_enter among them, if loaded
 	kill     *ebpf.Program
 	ident    *ebpf.Program
 	links    []link.Link
@@ -94,8 +95,10 @@ type Gate struct {
 	// load, with why.
 	Tried, Missing []Kind
 	// LoadTook and AttachTook are how long loading (what fixes the set)
-	// and attaching took; ExtrasTook how long the rest took.
-	LoadTook, AttachTook, ExtrasTook time.Duration
+	// and attaching took; HeldTook how long attaching took until the
+	// chain was held (the stop attached, in the refusing form before the
+	// refusal); ExtrasTook how long the rest took.
+	LoadTook, AttachTook, HeldTook, ExtrasTook time.Duration
 	Files                            int  // identities in the targets map
 	Kill                             bool // refused attempts are answered with SIGKILL
 }
@@ -169,6 +172,19 @@ func (g *Gate) loadForm(want Form) error {
 			progs = append(progs, p)
 		}
 		if err == nil {
+			if f.Refuses() {
+				// The stop too, attached before the refusal: it holds the
+				// chain in milliseconds where attaching the refusal takes
+				// seconds (see gate.bpf.c). Without it, the refusal alone.
+				if p, err := g.ld.prog("gate_sys_enter"); err == nil {
+					g.core, g.stop = append(g.core, p), p
+				} else {
+					g.Missing = append(g.Missing, Kind{Name: sections["gate_sys_enter"], Why: Explain(err) + "; the chain is held once the refusal is attached"})
+				}
+			}
+			if f == FormStop {
+				g.stop = progs[0]
+			}
 			g.core, g.Form = append(g.core, progs...), f
 			return nil
 		}
@@ -268,10 +284,17 @@ func (g *Gate) Attach() error {
 			return fmt.Errorf("attach %s: %w", p, err)
 		}
 		g.links = append(g.links, l)
+		if g.HeldTook == 0 && p == g.stop {
+			g.HeldTook = time.Since(t0)
+		}
 	}
 	g.AttachTook = time.Since(t0)
+	if g.HeldTook == 0 {
+		g.HeldTook = g.AttachTook
+	}
 	return nil
 }
+
 
 // ProgramIDs are the kernel's ids of every program the gate loaded, for
 // the record: after the run, 'bpftool prog show id N' must find none.
@@ -310,12 +333,19 @@ func (g *Gate) Mark(h *proc.Handle) error {
 
 // Counters are the gate's own counts.
 type Counters struct {
-	ForksStopped uint64 // clone-family calls of the chain stopped (or refused, in the refusing form)
-	ExecsStopped uint64 // exec-family calls of the chain stopped or refused
+	ForksStopped uint64 // clone-family calls of the chain stopped at sys_enter
+	ExecsStopped uint64 // exec-family calls of the chain stopped at sys_enter
 	TargetExecs  uint64 // execs of a target file by a process not yet gated, stopped or refused
 	Lineage      uint64 // children gated because their parent was
 	Killed       uint64 // processes KillAll signalled, each counted once
+	ForksRefused uint64 // clone-family calls of the chain refused (refusing form)
+	ExecsRefused uint64 // exec-family calls of the chain refused (refusing form)
 }
+
+// Forks and Execs are the chain's attempts the gate answered, stopped or
+// refused (one attempt can be both).
+func (c Counters) Forks() uint64 { return max(c.ForksStopped, c.ForksRefused) }
+func (c Counters) Execs() uint64 { return max(c.ExecsStopped, c.ExecsRefused) }
 
 // KillAll sends SIGKILL to every process of the chain, by the gate's
 // own test, in one pass of a task iterator in the kernel, and returns how
@@ -350,13 +380,13 @@ func (g *Gate) KillAll() (int, error) {
 
 // Counters reads the counters.
 func (g *Gate) Counters() (Counters, error) {
-	var v [5]uint64
+	var v [7]uint64
 	for i := range v {
 		if err := g.counters.Lookup(uint32(i), &v[i]); err != nil {
 			return Counters{}, fmt.Errorf("gate counters: %w", err)
 		}
 	}
-	return Counters{ForksStopped: v[0], ExecsStopped: v[1], TargetExecs: v[2], Lineage: v[3], Killed: v[4]}, nil
+	return Counters{ForksStopped: v[0], ExecsStopped: v[1], TargetExecs: v[2], Lineage: v[3], Killed: v[4], ForksRefused: v[5], ExecsRefused: v[6]}, nil
 }
 
 // Detach switches the gate off; the processes it stopped stay stopped.

@@ -24,9 +24,6 @@ func TestTasksAgreesWithProc(t *testing.T) {
 	}
 	chain := held(t, g, c, 10*time.Second)
 	state := byte('T')
-	if g.Form.Refuses() {
-		state = 0 // running or sleeping, forks refused
-	}
 
 	before, err := proc.Default.PIDs(nil)
 	if err != nil {

@@ -95,11 +95,11 @@ func (r *run) gate() error {
 	if preloaded {
 		how = "preloaded, filled in"
 	}
-	msg := fmt.Sprintf("gate attached, form %s (%s %v, attach %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, g.LoadTook.Round(10e3), g.AttachTook.Round(10e3), gateAction(g))
+	msg := fmt.Sprintf("gate attached, form %s (%s %v, attach %v, held after %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, g.LoadTook.Round(10e3), g.AttachTook.Round(10e3), g.HeldTook.Round(10e3), gateAction(g))
 	if note != "" {
 		msg += "; " + note
 	}
-	fields := timeline.F{"preloaded": preloaded, "load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "extras_ms": ms(g.ExtrasTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": gateAction(g), "form": g.Form.Word()}
+	fields := timeline.F{"preloaded": preloaded, "load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "held_ms": ms(g.HeldTook), "extras_ms": ms(g.ExtrasTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": gateAction(g), "form": g.Form.Word()}
 	if len(g.Tried) > 0 {
 		var tried []string
 		for _, k := range g.Tried {
@@ -123,7 +123,7 @@ func (r *run) gate() error {
 // gateAction is what the gate does to an attempt of the chain.
 func gateAction(g *gate.Gate) string {
 	if g.Form.Refuses() {
-		return "refused"
+		return "refused and " + actionWord(g.Kill)
 	}
 	return actionWord(g.Kill)
 }
@@ -181,8 +181,8 @@ func (r *run) closeGate() {
 	c, cerr := g.Counters()
 	err := g.Close()
 	r.gateOn = nil
-	fields := timeline.F{"action": gateAction(g), "form": g.Form.Word(), "forks_stopped": c.ForksStopped, "execs_stopped": c.ExecsStopped, "target_execs": c.TargetExecs, "lineage": c.Lineage}
-	msg := fmt.Sprintf("gate detached: it %s %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", gateAction(g), c.ForksStopped, c.ExecsStopped, c.TargetExecs, c.Lineage)
+	fields := timeline.F{"action": gateAction(g), "form": g.Form.Word(), "forks_stopped": c.Forks(), "execs_stopped": c.Execs(), "forks_refused": c.ForksRefused, "execs_refused": c.ExecsRefused, "target_execs": c.TargetExecs, "lineage": c.Lineage}
+	msg := fmt.Sprintf("gate detached: it %s %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", gateAction(g), c.Forks(), c.Execs(), c.TargetExecs, c.Lineage)
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}

@@ -186,13 +186,26 @@ func TestTimelineStepsInOrder(t *testing.T) {
 	}
 }
 
+// --hold leaves the chain frozen in a group, whole; a second run finishes
+// it in the same group. Through the cgroup method, and through the gate,
+// which stops the chain first and then moves the stopped set into the
+// group that holds once the gate is gone.
 func TestHoldThenRunReusesOneGroup(t *testing.T) {
 	requireRoot(t)
-	supported(t, freeze.Cgroup2)
+	for _, m := range []freeze.Method{freeze.Cgroup2, freeze.Bpf} {
+		t.Run(string(m), func(t *testing.T) {
+			supported(t, freeze.Cgroup2)
+			supported(t, m)
+			holdThenRun(t, m)
+		})
+	}
+}
+
+func holdThenRun(t *testing.T, m freeze.Method) {
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second})
 	c.WaitPopulation(300, 20*time.Second)
 	raise(t)
-	cfg := config(t, freeze.Cgroup2, c.Path)
+	cfg := config(t, m, c.Path)
 	cfg.Hold = true
 	rec, _ := timeline.New("", nil)
 	out, err := Run(cfg, rec)
@@ -200,8 +213,11 @@ func TestHoldThenRunReusesOneGroup(t *testing.T) {
 		t.Fatalf("hold: %+v %v", out, err)
 	}
 	t.Cleanup(func() { os.Remove(out.Group.Where()) }) // only if the second run failed
-	if n := c.Population(); n != 300 {
-		t.Fatalf("a held chain should stay whole: population %d, want 300", n)
+	// Survivors, not the cap's population: where the cap is a v2 group
+	// (a host that is all v2), the move into freeze's group takes the
+	// chain out of it.
+	if n := len(c.Survivors()); n < 300 {
+		t.Fatalf("a held chain should stay whole: %d alive, want its 300", n)
 	}
 	b, err := os.ReadFile(filepath.Join(out.Group.Where(), "cgroup.procs"))
 	if err != nil || len(b) == 0 {

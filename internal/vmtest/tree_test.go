@@ -1,0 +1,181 @@
+package vmtest
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// guestTree builds the VM's root: busybox (its applets, PID 1's shell),
+// bash-static as /bin/sh (the gate's tests copy /bin/sh and run the copy
+// under another name, which busybox would not answer to), freeze, the
+// test binaries, the chain fixture built statically, btrfs-progs, and
+// every library ldd names.
+func guestTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	mod, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "t", "proc", "sys", "dev", "tmp", "var/tmp", "run", "etc", "modules"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = mod
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	build("build", "-o", filepath.Join(root, "bin/freeze"), "./cmd/freeze")
+	build("test", "-c", "-o", filepath.Join(root, "t/gate.test"), "./internal/gate")
+	build("test", "-c", "-o", filepath.Join(root, "t/stop.test"), "./internal/stop")
+	if out, err := exec.Command("cc", "-O2", "-static", "-o", filepath.Join(root, "t/chain"),
+		filepath.Join(mod, "internal/containtest/fixture/chain.c")).CombinedOutput(); err != nil {
+		t.Fatalf("build the chain fixture statically (install libc6-dev): %v\n%s", err, out)
+	}
+	need := func(host, guest string) {
+		t.Helper()
+		p, err := exec.LookPath(host)
+		if err != nil {
+			t.Fatalf("%s not found: .ci/run installs it (busybox-static, bash-static, btrfs-progs)", host)
+		}
+		copyFile(t, p, filepath.Join(root, guest), 0o755)
+	}
+	need("busybox", "bin/busybox")
+	need("bash-static", "bin/sh")
+	need("mkfs.btrfs", "usr/sbin/mkfs.btrfs")
+	need("btrfs", "usr/bin/btrfs")
+	copyFile(t, "guest/init", filepath.Join(root, "init"), 0o755)
+	copyFile(t, "guest/suite", filepath.Join(root, "suite"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
+	for _, bin := range []string{"bin/freeze", "t/gate.test", "t/stop.test", "usr/sbin/mkfs.btrfs", "usr/bin/btrfs"} {
+		for _, lib := range libs(t, filepath.Join(root, bin)) {
+			copyFile(t, lib, filepath.Join(root, lib), 0o755)
+		}
+	}
+	return root
+}
+
+// libs lists the shared libraries ldd says bin loads, the loader included;
+// none for a static binary.
+func libs(t *testing.T, bin string) []string {
+	t.Helper()
+	out, err := exec.Command("ldd", bin).Output()
+	if err != nil {
+		return nil // "not a dynamic executable"
+	}
+	var paths []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		for _, f := range strings.Fields(sc.Text()) {
+			if strings.HasPrefix(f, "/") {
+				paths = append(paths, f)
+			}
+		}
+	}
+	return paths
+}
+
+func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyFiles copies the regular files of src into dst.
+func copyFiles(t *testing.T, src, dst string) {
+	t.Helper()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			copyFile(t, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()), 0o644)
+		}
+	}
+}
+
+// cpio writes the tree under root as a newc archive (busybox's cpio), as
+// the kernel unpacks an initramfs.
+func cpio(t *testing.T, root, out string) {
+	t.Helper()
+	var list bytes.Buffer
+	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err == nil && p != root {
+			rel, _ := filepath.Rel(root, p)
+			list.WriteString(rel + "\n")
+		}
+		return nil
+	})
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("busybox", "cpio", "-o", "-H", "newc")
+	cmd.Dir, cmd.Stdin, cmd.Stdout = root, &list, f
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("cpio: %v: %s", err, stderr.String())
+	}
+}
+
+func concat(t *testing.T, out string, parts ...string) {
+	t.Helper()
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range parts {
+		in, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(f, in)
+		in.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ownGroup() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// killGroup kills qemu's process group (qemu is its leader).
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}

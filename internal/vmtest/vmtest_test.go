@@ -1,0 +1,356 @@
+package vmtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Bounds of the matrix, as literals.
+const (
+	// bootDeadline bounds one VM, boot to poweroff: measured here under
+	// TCG with -smp 2, a boot is 25-40 s and the suite a few minutes.
+	bootDeadline = 30 * time.Minute
+	vmMemory     = "2048"
+)
+
+// A boot is one kernel with one command line.
+type boot struct {
+	name    string
+	kernel  string // vmlinuz
+	modules string // the .modules directory fetch-kernels made
+	append  string
+	// form is the form the drill's auto run must name.
+	form string
+}
+
+// TestKernelMatrix boots Debian's kernels under qemu (TCG) and runs the
+// gate's suite inside each: the gate's own tests under the form auto
+// picks and under the stopping form, the stop order by bpf, overlayfs
+// and btrfs, --hold then finishing, drills, and a check that nothing is
+// left loaded. It reads a line per test from the serial console and
+// fails on any failure, on a required test that skipped, and on a drill
+// whose gate is not the form the kernel should give. The kernels come
+// from internal/vmtest/fetch-kernels; set FREEZE_VM_CACHE to its
+// directory (.ci/run does).
+func TestKernelMatrix(t *testing.T) {
+	cache := os.Getenv("FREEZE_VM_CACHE")
+	if cache == "" {
+		t.Skip("FREEZE_VM_CACHE is not set: run 'internal/vmtest/fetch-kernels DIR', then FREEZE_VM_CACHE=DIR go test ./internal/vmtest (as .ci/run does)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the suite inside runs as root, and building its tree reads root's tools")
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		t.Skip("no qemu-system-x86_64: install Debian's qemu-system-x86")
+	}
+	boots := kernels(t, cache)
+	root := guestTree(t)
+	common := filepath.Join(t.TempDir(), "common.cpio")
+	cpio(t, root, common)
+	// Each VM runs on one host thread (single-threaded TCG): two at a
+	// time on this machine's two cores.
+	slots := make(chan struct{}, 2)
+	figures := make([]string, len(boots))
+	t.Run("boots", func(t *testing.T) {
+		for i, b := range boots {
+			t.Run(b.name, func(t *testing.T) {
+				t.Parallel()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				r := runBoot(t, qemu, b, common)
+				check(t, b, r)
+				figures[i] = fmt.Sprintf("%s (%s, lsm=%s, %v)\n%s", b.name, r.kernel, r.lsm, r.took.Round(time.Second), r.figures())
+			})
+		}
+	})
+	report := strings.Join(figures, "")
+	t.Logf("figures (TCG: compare within a boot):\n%s", report)
+	if out := os.Getenv("FREEZE_VM_REPORT"); out != "" {
+		os.WriteFile(out, []byte(report), 0o644)
+	}
+}
+
+// kernels finds the fetched kernels: bookworm's 6.1 and trixie's 6.12,
+// and 6.12 again booted with bpf left out of lsm=.
+func kernels(t *testing.T, cache string) []boot {
+	t.Helper()
+	find := func(pat string) (string, string) {
+		m, _ := filepath.Glob(filepath.Join(cache, pat+".vmlinuz"))
+		sort.Strings(m)
+		if len(m) == 0 {
+			t.Fatalf("no kernel %s.vmlinuz in %s: run internal/vmtest/fetch-kernels %s", pat, cache, cache)
+		}
+		k := m[len(m)-1]
+		mods := strings.TrimSuffix(k, ".vmlinuz") + ".modules"
+		if _, err := os.Stat(filepath.Join(mods, "order")); err != nil {
+			t.Fatalf("no modules for %s: run internal/vmtest/fetch-kernels again", k)
+		}
+		return k, mods
+	}
+	k61, m61 := find("linux-image-6.1.0-*-amd64")
+	k612, m612 := find("linux-image-6.12.*+deb13-amd64")
+	lsm := configLSM(t, strings.TrimSuffix(k612, ".vmlinuz")+".config")
+	return []boot{
+		{name: "debian-6.1", kernel: k61, modules: m61, form: "refuse (lsm)"},
+		{name: "debian-6.12", kernel: k612, modules: m612, form: "refuse (lsm)"},
+		// Without bpf in lsm= the BPF LSM's hooks never run: auto must
+		// not take the lsm form there, and takes fmod_ret, which hooks
+		// security_* itself; the stopping form is run there too.
+		{name: "debian-6.12-lsm-without-bpf", kernel: k612, modules: m612, form: "refuse (fmod_ret)", append: "lsm=" + dropWord(lsm, "bpf")},
+	}
+}
+
+// configLSM is the kernel's default LSM list (CONFIG_LSM), from its
+// config as the package ships it.
+func configLSM(t *testing.T, config string) string {
+	t.Helper()
+	b, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatalf("the kernel's config: %v: run internal/vmtest/fetch-kernels again", err)
+	}
+	m := regexp.MustCompile(`(?m)^CONFIG_LSM="([^"]*)"$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no CONFIG_LSM in %s", config)
+	}
+	return string(m[1])
+}
+
+// result is what one boot printed.
+type result struct {
+	kernel, lsm string
+	steps       map[string]int               // step -> rc
+	tests       map[string]map[string]string // step -> test -> PASS/FAIL/SKIP
+	lines       map[string][]string          // step -> its output
+	done        bool
+	took        time.Duration
+}
+
+var (
+	endRE  = regexp.MustCompile(`^VMTEST END (\S+) rc=(\d+)$`)
+	testRE = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+)`)
+	kernRE = regexp.MustCompile(`^VMTEST KERNEL (\S+) lsm=(\S*) `)
+)
+
+func runBoot(t *testing.T, qemu string, b boot, common string) *result {
+	t.Helper()
+	dir := t.TempDir()
+	mods := filepath.Join(dir, "modules")
+	if err := os.MkdirAll(filepath.Join(mods, "modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFiles(t, b.modules, filepath.Join(mods, "modules"))
+	modCpio := filepath.Join(dir, "modules.cpio")
+	cpio(t, mods, modCpio)
+	initrd := filepath.Join(dir, "initrd.cpio")
+	concat(t, initrd, common, modCpio) // the kernel unpacks concatenated archives in order
+	ctx, cancel := context.WithTimeout(context.Background(), bootDeadline)
+	defer cancel()
+	// Single-threaded TCG: under multi-threaded TCG the 6.12 guest
+	// crashed while a tp_btf program attached (Oops: int3 in
+	// syscall_trace_enter: the kernel patches its text through int3, and
+	// that cross-CPU code modification is what MTTCG gets wrong).
+	cmd := exec.CommandContext(ctx, qemu, "-accel", "tcg,thread=single", "-smp", "2", "-m", vmMemory,
+		"-kernel", b.kernel, "-initrd", initrd,
+		"-append", "console=ttyS0 panic=-1 quiet "+strings.TrimSpace(b.append),
+		"-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio", "-monitor", "none")
+	// Owned: qemu in a process group of its own, killed as a group at the
+	// deadline, on failure and at cleanup.
+	cmd.SysProcAttr = ownGroup()
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killGroup(cmd); cmd.Wait() })
+	r := &result{steps: map[string]int{}, tests: map[string]map[string]string{}, lines: map[string][]string{}}
+	// The serial console, as it comes, for reading while a boot runs.
+	logFile := filepath.Join(os.TempDir(), "freeze-vm-"+b.name+".log")
+	log, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	t.Logf("%s: serial console in %s", b.name, logFile)
+	step := ""
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		log.WriteString(line + "\n")
+		switch {
+		case strings.HasPrefix(line, "VMTEST BEGIN "):
+			step = strings.TrimPrefix(line, "VMTEST BEGIN ")
+			r.tests[step] = map[string]string{}
+		case endRE.MatchString(line):
+			m := endRE.FindStringSubmatch(line)
+			var rc int
+			fmt.Sscan(m[2], &rc)
+			r.steps[m[1]] = rc
+			t.Logf("%s: step %s rc=%d (%v)", b.name, m[1], rc, time.Since(t0).Round(time.Second))
+			step = ""
+		case kernRE.MatchString(line):
+			m := kernRE.FindStringSubmatch(line)
+			r.kernel, r.lsm = m[1], m[2]
+		case line == "VMTEST DONE":
+			r.done = true
+		case step != "":
+			r.lines[step] = append(r.lines[step], line)
+			if m := testRE.FindStringSubmatch(line); m != nil {
+				r.tests[step][m[2]] = m[1]
+			}
+		}
+	}
+	cmd.Wait()
+	r.took = time.Since(t0)
+	t.Logf("%s: powered off after %v", b.name, r.took.Round(time.Second))
+	if ctx.Err() != nil {
+		t.Fatalf("%s: the VM did not power off within %v", b.name, bootDeadline)
+	}
+	return r
+}
+
+// required are the tests that must pass, not skip, in each step.
+var required = map[string][]string{
+	"gate-auto": {"TestGateStopsASpinningChainAndNotItsDecoy", "TestGateFollowsAChainThatExecsAnotherBinary",
+		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid"},
+	"gate-tp_btf": {"TestGateStopsASpinningChainAndNotItsDecoy", "TestGateFollowsAChainThatExecsAnotherBinary",
+		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid", "TestGateKillEmptiesASpinningChain"},
+	"stop-order": {"TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn"},
+	"stop-fs": {"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf", "TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf-procscan",
+		"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/btrfs/bpf", "TestHoldThenRunReusesOneGroup/bpf"},
+}
+
+func check(t *testing.T, b boot, r *result) {
+	t.Helper()
+	if !r.done {
+		t.Errorf("%s: the suite did not finish (no VMTEST DONE)", b.name)
+	}
+	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn",
+		"gate-auto", "gate-tp_btf", "stop-order", "stop-fs", "leftovers"}
+	for _, s := range steps {
+		rc, ok := r.steps[s]
+		switch {
+		case !ok:
+			t.Errorf("%s: step %s never ended", b.name, s)
+		case rc != 0:
+			t.Errorf("%s: step %s failed (rc=%d):\n%s", b.name, s, rc, tail(r.lines[s], 40))
+		}
+	}
+	for s, tests := range required {
+		for _, name := range tests {
+			if got := r.tests[s][name]; got != "PASS" {
+				t.Errorf("%s: %s: %s is %q, want PASS", b.name, s, name, got)
+			}
+		}
+	}
+	for s, tests := range r.tests {
+		for name, v := range tests {
+			if v == "FAIL" {
+				t.Errorf("%s: %s: %s failed", b.name, s, name)
+			}
+		}
+	}
+	// The drills: the gate, with no fallback, in the form this kernel
+	// must give.
+	for s, form := range map[string]string{"drill-auto-tree": b.form, "drill-auto-churn": b.form,
+		"drill-tp_btf-tree": "stop (tp_btf)", "drill-tp_btf-churn": "stop (tp_btf)"} {
+		out := strings.Join(r.lines[s], "\n")
+		if !strings.Contains(out, "gate attached, form "+form+" ") {
+			t.Errorf("%s: %s: no 'gate attached, form %s':\n%s", b.name, s, form, tail(r.lines[s], 30))
+		}
+		if strings.Contains(out, "falling back") {
+			t.Errorf("%s: %s fell back from the gate", b.name, s)
+		}
+	}
+}
+
+// figures are the drills' times from freeze's start: to gate attached,
+// to the fixed set, to zero (the progress lines' clock).
+func (r *result) figures() string {
+	var b strings.Builder
+	for _, s := range []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn"} {
+		at := map[string]time.Duration{}
+		var start time.Time
+		for _, l := range r.lines[s] {
+			ts, ok := clock(l)
+			if !ok {
+				continue
+			}
+			switch {
+			case strings.Contains(l, "freeze run started"):
+				start = ts
+			case start.IsZero():
+			case strings.Contains(l, "gate attached"):
+				at["gate"] = ts.Sub(start)
+			case strings.Contains(l, "fixed set:"):
+				at["fixed"] = ts.Sub(start)
+			case strings.Contains(l, "zero remain"):
+				at["zero"] = ts.Sub(start)
+			}
+		}
+		form, held := "", "-"
+		for _, l := range r.lines[s] {
+			if i := strings.Index(l, "gate attached, form "); i >= 0 {
+				form = strings.SplitN(l[i+len("gate attached, form "):], " (", 2)[0]
+				if m := heldRE.FindStringSubmatch(l); m != nil {
+					held = m[1]
+				}
+			}
+		}
+		fmt.Fprintf(&b, "  %-20s form %-18s gate attached %6s (attach held the chain after %s)  fixed set %6s  zero %6s\n", s, form,
+			ms(at["gate"]), held, ms(at["fixed"]), ms(at["zero"]))
+	}
+	return b.String()
+}
+
+var heldRE = regexp.MustCompile(`held after ([0-9.]+[µm]?s)`)
+
+var clockRE = regexp.MustCompile(`^freeze: (\d\d:\d\d:\d\d\.\d\d\d) `)
+
+func clock(l string) (time.Time, bool) {
+	m := clockRE.FindStringSubmatch(l)
+	if m == nil {
+		return time.Time{}, false
+	}
+	ts, err := time.Parse("15:04:05.000", m[1])
+	return ts, err == nil
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%dms", d.Milliseconds())
+}
+
+func tail(lines []string, n int) string {
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func dropWord(list, w string) string {
+	var out []string
+	for _, x := range strings.Split(list, ",") {
+		if x != w && x != "" {
+			out = append(out, x)
+		}
+	}
+	return strings.Join(out, ",")
+}
