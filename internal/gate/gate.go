@@ -99,8 +99,8 @@ type Gate struct {
 	// chain was held (the stop attached, in the refusing form before the
 	// refusal); ExtrasTook how long the rest took.
 	LoadTook, AttachTook, HeldTook, ExtrasTook time.Duration
-	Files                            int  // identities in the targets map
-	Kill                             bool // refused attempts are answered with SIGKILL
+	Files                                      int  // identities in the targets map
+	Kill                                       bool // refused attempts are answered with SIGKILL
 }
 
 // Load loads what fixes the set (lineage, exec and the first form that
@@ -294,7 +294,6 @@ func (g *Gate) Attach() error {
 	}
 	return nil
 }
-
 
 // ProgramIDs are the kernel's ids of every program the gate loaded, for
 // the record: after the run, 'bpftool prog show id N' must find none.
