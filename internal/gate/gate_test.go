@@ -50,8 +50,12 @@ func attachConfig(t *testing.T, c Config) *Gate {
 		t.Skipf("the gate does not load here: %s", Explain(err))
 	}
 	// Lineage, exec, and the form's: one program (stopping) or two
-	// (refusing); the identity reader where it loads.
+	// (refusing, with the stop before them where it loads); the identity
+	// reader where it loads.
 	want := 2 + len(g.Form.programs())
+	if g.Form.Refuses() && g.stop != nil {
+		want++
+	}
 	if g.ident != nil {
 		want++
 	}
