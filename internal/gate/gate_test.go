@@ -162,6 +162,10 @@ func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
 	if cnt.Forks() == 0 {
 		t.Errorf("the gate counted no stopped or refused forks: %+v", cnt)
 	}
+	// The refusing form refuses, not only the stop attached before it.
+	if g.Form.Refuses() && cnt.ForksRefused == 0 {
+		t.Errorf("form %s: no fork refused: %+v", g.Form, cnt)
+	}
 	t.Logf("chain: %d held (form %s); gate: %+v", len(pids), g.Form, cnt)
 
 	// The decoy, the same bytes at another path, keeps forking at its
@@ -225,7 +229,7 @@ func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
 	if g.Form.Refuses() {
 		// Refused, the exec fails (EACCES) and the shell is stopped
 		// still running its own file: nothing ever runs the other one.
-		refusedExec(t, g, c, other, Counters.Execs)
+		refusedExec(t, g, c, other, func(c Counters) uint64 { return c.ExecsRefused })
 		waitStopped(t, c, 10*time.Second)
 		return
 	}

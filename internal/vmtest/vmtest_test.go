@@ -227,7 +227,8 @@ func runBoot(t *testing.T, qemu string, b boot, common string) *result {
 // required are the tests that must pass, not skip, in each step.
 var required = map[string][]string{
 	"gate-auto": {"TestGateStopsASpinningChainAndNotItsDecoy", "TestGateFollowsAChainThatExecsAnotherBinary",
-		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid"},
+		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid", "TestLineageMarksChildrenOfAGatedProcess",
+		"TestGateHoldsAChainOnOverlayfs", "TestGateHoldsAChainOnBtrfs", "TestTasksAgreesWithProc"},
 	"gate-tp_btf": {"TestGateStopsASpinningChainAndNotItsDecoy", "TestGateFollowsAChainThatExecsAnotherBinary",
 		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid", "TestGateKillEmptiesASpinningChain"},
 	"stop-order": {"TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn"},
