@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -130,61 +131,133 @@ func CheckRevoke(path string, roots []string, force bool) (Revocation, error) {
 // ErrChanged means the file is no longer the one a revocation recorded.
 var ErrChanged = errors.New("file changed since it was recorded")
 
+// ErrUntrusted means a restore record asks for what freeze never does:
+// it was not written by a revocation of freeze's, or was altered.
+var ErrUntrusted = errors.New("not a revocation freeze would have made")
+
+// The owner of a test cache owns its files and directories: between a
+// check and a change, a path can be swapped for a symlink to any file,
+// or for another file. So a revocation and a restore each open the file
+// once, following no symlink anywhere in the path (openat2(2),
+// RESOLVE_NO_SYMLINKS), check what they opened with fstat, and change
+// the mode of that inode through the descriptor: never by the path again.
+
 // Revoke removes the execute bits, after checking the file is still the
 // one that was checked, and returns r with the change time it then has.
 func Revoke(r Revocation) (Revocation, error) {
-	if err := same(r, r.Mode); err != nil {
+	fd, st, err := openChecked(r, r.Mode)
+	if err != nil {
 		return r, err
 	}
-	if err := os.Chmod(r.Path, os.FileMode(r.NewMode&0o777)|modeBits(r.NewMode)); err != nil {
+	defer unix.Close(fd)
+	_ = st // the inode CheckRevoke checked (its links: CheckRevoke, --force)
+	if err := fchmod(fd, r.NewMode); err != nil {
+		return r, fmt.Errorf("chmod %s: %w", r.Path, err)
+	}
+	var after unix.Stat_t
+	if err := unix.Fstat(fd, &after); err != nil {
 		return r, err
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(r.Path, &st); err != nil {
-		return r, err
-	}
-	r.Ctime = st.Ctim.Nano()
+	r.Ctime = after.Ctim.Nano()
 	return r, nil
 }
 
-// Restore puts the recorded mode back, only where the file is still the
-// same inode and still has the mode freeze set; otherwise it returns an
-// error saying why it left the file alone.
+// Restore puts the recorded mode back, only where the record is one a
+// revocation of freeze's makes (CheckRevoke's rules, a mode that differs
+// from the new one by execute bits only, no setuid or setgid, a change
+// time) and the file is still that inode, with that owner, the mode
+// freeze set and no change since; otherwise it returns an error saying
+// why it left the file alone.
 func Restore(r Revocation) error {
-	if err := same(r, r.NewMode); err != nil {
+	if err := plausible(r); err != nil {
 		return err
 	}
-	return os.Chmod(r.Path, os.FileMode(r.Mode&0o777)|modeBits(r.Mode))
+	fd, st, err := openChecked(r, r.NewMode)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if st.Nlink != 1 {
+		return fmt.Errorf("%s has %d hard links: restore its mode by hand if it is yours: %w", r.Path, st.Nlink, ErrUntrusted)
+	}
+	if st.Ctim.Nano() != r.Ctime {
+		return fmt.Errorf("%s changed after freeze revoked it (same inode number, new change time): it was replaced or modified: %w", r.Path, ErrChanged)
+	}
+	return fchmod(fd, r.Mode)
 }
 
-func same(r Revocation, mode uint32) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(r.Path, &st); err != nil {
-		return fmt.Errorf("%s: %w", r.Path, err)
+// plausible checks a restore record against what Revoke writes.
+func plausible(r Revocation) error {
+	switch {
+	case !filepath.IsAbs(r.Path) || filepath.Clean(r.Path) != r.Path:
+		return fmt.Errorf("%q is not a clean absolute path: %w", r.Path, ErrUntrusted)
+	case r.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 || r.NewMode&(unix.S_ISUID|unix.S_ISGID) != 0:
+		return fmt.Errorf("%s: the record asks for setuid or setgid (mode %#o): %w", r.Path, r.Mode, ErrUntrusted)
+	case r.Mode&^0o7777 != 0 || r.NewMode != r.Mode&^0o111 || r.Mode&0o111 == 0:
+		return fmt.Errorf("%s: the record's modes %#o and %#o do not differ by execute bits alone: %w", r.Path, r.Mode, r.NewMode, ErrUntrusted)
+	case r.Ctime == 0:
+		return fmt.Errorf("%s: the record has no change time: %w", r.Path, ErrUntrusted)
 	}
-	if st.Dev != r.Dev || st.Ino != r.Ino {
-		return fmt.Errorf("%s is another file now (inode %d, recorded %d): it was replaced: %w", r.Path, st.Ino, r.Ino, ErrChanged)
-	}
-	if st.Mode&0o7777 != mode {
-		return fmt.Errorf("%s has mode %#o, not %#o: someone changed it since: %w", r.Path, st.Mode&0o7777, mode, ErrChanged)
-	}
-	if mode == r.NewMode && r.Ctime != 0 && st.Ctim.Nano() != r.Ctime {
-		return fmt.Errorf("%s changed after freeze revoked it (same inode number, new change time): it was replaced or modified: %w", r.Path, ErrChanged)
+	for _, s := range systemRoots {
+		if under(r.Path, s) {
+			return fmt.Errorf("%s is under %s, which freeze never revokes: %w", r.Path, s, ErrUntrusted)
+		}
 	}
 	return nil
 }
 
-// modeBits maps setuid, setgid and sticky bits to os.FileMode.
-func modeBits(m uint32) os.FileMode {
-	var fm os.FileMode
-	if m&unix.S_ISUID != 0 {
-		fm |= os.ModeSetuid
+// openChecked opens r.Path as a descriptor (O_PATH, no symlink in any
+// component) and checks by fstat that it is the recorded regular file:
+// device, inode, owner, group and mode.
+func openChecked(r Revocation, mode uint32) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := openNoSymlinks(r.Path)
+	if err != nil {
+		return -1, st, err
 	}
-	if m&unix.S_ISGID != 0 {
-		fm |= os.ModeSetgid
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, fmt.Errorf("%s: %w", r.Path, err)
 	}
-	if m&unix.S_ISVTX != 0 {
-		fm |= os.ModeSticky
+	var why string
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		why = "is not a regular file now"
+	case st.Dev != r.Dev || st.Ino != r.Ino:
+		why = fmt.Sprintf("is another file now (inode %d, recorded %d): it was replaced", st.Ino, r.Ino)
+	case int(st.Uid) != r.UID || int(st.Gid) != r.GID:
+		why = fmt.Sprintf("belongs to %d:%d now, recorded %d:%d", st.Uid, st.Gid, r.UID, r.GID)
+	case st.Mode&0o7777 != mode:
+		why = fmt.Sprintf("has mode %#o, not %#o: someone changed it since", st.Mode&0o7777, mode)
 	}
-	return fm
+	if why != "" {
+		unix.Close(fd)
+		return -1, st, fmt.Errorf("%s %s: %w", r.Path, why, ErrChanged)
+	}
+	return fd, st, nil
 }
+
+// openNoSymlinks opens path O_PATH, refusing a symlink in any component
+// (openat2, Linux 5.6; before it, O_NOFOLLOW guards the last one).
+func openNoSymlinks(path string) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if errors.Is(err, unix.ELOOP) {
+		return -1, fmt.Errorf("%s: a symbolic link in the path; freeze acts only on the file it resolved: %w", path, ErrChanged)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", path, err)
+	}
+	return fd, nil
+}
+
+// fchmod sets the mode of the inode fd holds. An O_PATH descriptor takes
+// no fchmod(2); a chmod of its /proc/self/fd link reaches the inode the
+// descriptor holds (proc(5)), not a path looked up again.
+func fchmod(fd int, mode uint32) error {
+	return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode, 0)
+}
+
