@@ -260,4 +260,3 @@ func openNoSymlinks(path string) (int, error) {
 func fchmod(fd int, mode uint32) error {
 	return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode, 0)
 }
-

@@ -284,6 +284,14 @@ func check(t *testing.T, b boot, r *result) {
 // to the fixed set, to zero (the progress lines' clock).
 func (r *result) figures() string {
 	var b strings.Builder
+	// What loads: the drill's probe, program by program.
+	for _, l := range r.lines["drill-auto-tree"] {
+		if i := strings.Index(l, "machine:   BPF "); i >= 0 {
+			fmt.Fprintf(&b, "  %s\n", l[i+len("machine:   BPF "):])
+		} else if i := strings.Index(l, "machine: method bpf: "); i >= 0 {
+			fmt.Fprintf(&b, "  gate: %s\n", l[i+len("machine: method bpf: "):])
+		}
+	}
 	for _, s := range []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn"} {
 		at := map[string]time.Duration{}
 		var start time.Time
