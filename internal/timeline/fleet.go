@@ -68,6 +68,33 @@ func ExitCode(end Step) (int, bool) {
 	return -1, false
 }
 
+// Number reads a numeric field as a recorder holds it in memory (the Go
+// type it was recorded with: int, uint64, float64 ...) or as it reads
+// back from JSON (float64). Reading float64 alone made every count of
+// an in-memory summary 0: the guard's gate_forks, and the
+// freeze_gate_*_total metrics built on them.
+func Number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
 // Summarize sums up one run's events.
 func Summarize(host, file string, events []Event) HostRun {
 	h := HostRun{Host: host, File: file, Outcome: "unfinished", Exit: -1, Events: events}
@@ -86,7 +113,7 @@ func Summarize(host, file string, events []Event) HostRun {
 				h.Command = strings.Join(parts, " ")
 			}
 		case StepMatch:
-			if n, ok := e.Fields["matched"].(float64); ok {
+			if n, ok := Number(e.Fields["matched"]); ok {
 				h.Matched = int(n)
 			}
 		case StepMethod:
@@ -95,9 +122,9 @@ func Summarize(host, file string, events []Event) HostRun {
 			list, _ := e.Fields["survivors"].([]any)
 			h.Survivors = len(list)
 		case StepGateDetached:
-			f, _ := e.Fields["forks_stopped"].(float64)
-			x, _ := e.Fields["execs_stopped"].(float64)
-			y, _ := e.Fields["target_execs"].(float64)
+			f, _ := Number(e.Fields["forks_stopped"])
+			x, _ := Number(e.Fields["execs_stopped"])
+			y, _ := Number(e.Fields["target_execs"])
 			h.GateForks, h.GateExecs = uint64(f), uint64(x+y)
 		}
 		if code, ok := ExitCode(e.Step); ok && h.Exit == -1 {

@@ -153,3 +153,31 @@ func TestHostSaysWhereARunRan(t *testing.T) {
 		t.Fatalf("Host() = %v", h)
 	}
 }
+
+// A summary of a run's events in memory (what the guard logs and exports
+// after each request) says what the same events say read back from
+// their file: the gate's counts were recorded as uint64 and read as
+// float64, so in memory they were always 0 (#24, finding 11).
+func TestSummaryInMemoryMatchesTheFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "run.jsonl")
+	rec, err := New(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Record(StageMatch, StepMatch, "m", F{"matched": 300})
+	rec.Record(StageFreeze, StepGateDetached, "d", F{"forks_stopped": uint64(1234), "execs_stopped": uint64(5), "target_execs": uint64(2)})
+	rec.Record(StageRecord, StepZero, "z", nil)
+	rec.Close()
+	mem := Summarize("", p, rec.Events())
+	events, err := ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := Summarize("", p, events)
+	if mem.GateForks != 1234 || mem.GateExecs != 7 || mem.Matched != 300 {
+		t.Errorf("in memory: forks %d, execs %d, matched %d; want 1234, 7, 300", mem.GateForks, mem.GateExecs, mem.Matched)
+	}
+	if mem.GateForks != file.GateForks || mem.GateExecs != file.GateExecs || mem.Matched != file.Matched {
+		t.Errorf("in memory %+v, from the file %+v", mem, file)
+	}
+}
