@@ -10,8 +10,11 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -63,9 +66,9 @@ func Registry(r *census.Report, g *Guard) *prometheus.Registry {
 	gauge("freeze_pid_max", "The kernel's pid_max.", float64(r.PidMax))
 	if t := r.Tightest; t != nil {
 		vec("freeze_pids_cgroup_current", "pids.current of the pids cgroup using the largest share of its pids.max.", "cgroup").
-			WithLabelValues(t.Path).Set(float64(t.Current))
+			WithLabelValues(label(t.Path)).Set(float64(t.Current))
 		vec("freeze_pids_cgroup_max", "pids.max of the pids cgroup using the largest share of it.", "cgroup").
-			WithLabelValues(t.Path).Set(float64(t.Max))
+			WithLabelValues(label(t.Path)).Set(float64(t.Max))
 	}
 
 	procs := vec("freeze_exe_processes", "Live processes of one executable (the census's top rows).", "exe")
@@ -78,11 +81,12 @@ func Registry(r *census.Report, g *Guard) *prometheus.Registry {
 		if i == MaxTop {
 			break
 		}
-		procs.WithLabelValues(row.Exe).Set(float64(row.Count))
-		orphans.WithLabelValues(row.Exe).Set(float64(row.Orphaned))
-		growth.WithLabelValues(row.Exe).Set(float64(row.Appeared-row.Vanished) / sample)
-		started.WithLabelValues(row.Exe).Set(float64(row.Appeared) / sample)
-		suspect.WithLabelValues(row.Exe).Set(b2f(row.Suspect))
+		exe := label(row.Exe)
+		procs.WithLabelValues(exe).Set(float64(row.Count))
+		orphans.WithLabelValues(exe).Set(float64(row.Orphaned))
+		growth.WithLabelValues(exe).Set(float64(row.Appeared-row.Vanished) / sample)
+		started.WithLabelValues(exe).Set(float64(row.Appeared) / sample)
+		suspect.WithLabelValues(exe).Set(b2f(row.Suspect))
 	}
 
 	if g != nil {
@@ -133,4 +137,27 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// label makes a value any user controls (an executable's path, a
+// cgroup's) fit a Prometheus label, which must be UTF-8: client_golang
+// panics on anything else, and a user who runs a few processes from a
+// path that is not UTF-8 took census and the guard down with it. Each
+// byte that is not UTF-8 is written as \xNN, so two such paths stay two
+// labels.
+func label(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -76,3 +76,32 @@ func TestWriteBoundsAndParses(t *testing.T) {
 		t.Errorf("left beside the file: %v", m)
 	}
 }
+
+// A path that is not UTF-8 (any user can run a copy from one) is written
+// with its bad bytes escaped: the exposition neither panics nor merges
+// two such paths, and parses (#24, finding 6: census --format prometheus
+// and guard --metrics-file exited 2 there, and the guard never armed).
+func TestNonUTF8PathsDoNotPanic(t *testing.T) {
+	r := &census.Report{Cores: 2, Sample: 1, Tightest: &census.PidsCgroup{Path: "/sys/fs/cgroup/pids/\xffu", Current: 1, Max: 2}}
+	for _, exe := range []string{"/tmp/\xff\xfe/run", "/tmp/\xfe\xff/run", "/tmp/ok/run"} {
+		r.Rows = append(r.Rows, census.Row{Exe: exe, Count: 3, Suspect: true})
+	}
+	var b bytes.Buffer
+	if err := Write(&b, r, &Guard{Armed: true}); err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	seen := map[string]bool{}
+	for _, m := range mfs["freeze_exe_processes"].GetMetric() {
+		seen[m.GetLabel()[0].GetValue()] = true
+	}
+	for _, want := range []string{`/tmp/\xff\xfe/run`, `/tmp/\xfe\xff/run`, "/tmp/ok/run"} {
+		if !seen[want] {
+			t.Errorf("no series for %q: %v", want, seen)
+		}
+	}
+}
