@@ -111,3 +111,60 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 		t.Fatalf("the second run's last event is %s %v, want its peak memory (vm_hwm_kib of at least 1 MiB)", last.Step, last.Fields)
 	}
 }
+
+// SIGHUP (an operator's ssh session dropping) ends the run between two
+// steps as SIGINT does, recorded, with exit 4; and SIGPIPE, which
+// freeze piped into a reader that went away would get, is ignored. On
+// b1884f8 either killed freeze mid-step with no record.
+func TestHangupAndBrokenPipeEndTheRunInARecordedState(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the chain is capped by a pids cgroup")
+	}
+	bin := buildFreeze(t)
+	chain := treeAtCap(t, 400, 100*time.Millisecond)
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--path", chain.Path, "--timeline", tl}})
+	end := time.Now().Add(30 * time.Second)
+	for !strings.Contains(fz.Stderr(), "1/4 match") {
+		if time.Now().After(end) {
+			t.Fatalf("freeze did not reach its match step in 30 s:\n%s", fz.Stderr())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, sig := range []unix.Signal{unix.SIGSTOP, unix.SIGPIPE, unix.SIGHUP, unix.SIGCONT} {
+		if err := unix.Kill(fz.Leader, sig); err != nil {
+			t.Fatalf("kill %v: %v", sig, err)
+		}
+	}
+	ws, ok := fz.Exit(60 * time.Second)
+	stderr := fz.Stderr()
+	if !ok {
+		t.Fatalf("freeze did not end within 60 s of SIGHUP:\n%s", stderr)
+	}
+	if ws.Signaled() || ws.ExitStatus() != 4 {
+		t.Fatalf("exit %d (killed by a signal: %v %v), want 4:\n%s", ws.ExitStatus(), ws.Signaled(), ws.Signal(), stderr)
+	}
+	events, err := timeline.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sig, interrupted string
+	for _, e := range events {
+		switch e.Step {
+		case "signal":
+			sig = e.Msg
+		case "interrupted":
+			interrupted = e.Msg
+		}
+	}
+	if !strings.HasPrefix(sig, "SIGHUP") || interrupted == "" {
+		t.Fatalf("timeline: signal %q, interrupted %q; want SIGHUP recorded and the interrupt", sig, interrupted)
+	}
+	// Finish the job, so that the test leaves nothing frozen.
+	again := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--path", chain.Path, "--timeline", filepath.Join(t.TempDir(), "t2.jsonl")}})
+	if ws, ok := again.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("the second run did not finish the job: exit %d\n%s", ws.ExitStatus(), again.Stderr())
+	}
+}

@@ -38,7 +38,7 @@ const (
 	exitSurvivors = 1
 	exitUsage     = 2
 	exitRefused   = 3
-	// exitInterrupted: SIGINT or SIGTERM ended the run between two steps;
+	// exitInterrupted: SIGINT, SIGTERM or SIGHUP ended the run between two steps;
 	// what was frozen stays frozen and the output says how to go on.
 	exitInterrupted = 4
 )
@@ -370,7 +370,11 @@ func closeTimeline(o out, rec *timeline.Recorder) {
 	}
 }
 
-// watchSignals catches SIGINT and SIGTERM for the whole run. The first is
+// watchSignals catches SIGINT, SIGTERM and SIGHUP (the operator's ssh
+// session dropped) for the whole run, and ignores SIGPIPE (freeze piped
+// into head, which exited): by default each of the last two killed
+// freeze mid-step, with no record and its lock left behind. A write to a
+// closed pipe now fails with EPIPE and the run goes on. The first is
 // recorded at once and handed to the stop order, which ends between two
 // steps; any further one is recorded and otherwise ignored, because dying
 // in the middle of a round would leave stopped processes outside the
@@ -380,7 +384,8 @@ func closeTimeline(o out, rec *timeline.Recorder) {
 // is closed.
 func watchSignals(rec *timeline.Recorder) (<-chan os.Signal, func()) {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Ignore(syscall.SIGPIPE)
 	forward := make(chan os.Signal, 1)
 	quit := make(chan struct{})
 	var wg sync.WaitGroup

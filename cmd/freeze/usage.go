@@ -85,7 +85,7 @@ Exit codes:
     1   survivors remain: they are listed with their state
     2   usage: a flag or argument is wrong
     3   refused by a safety rule
-    4   interrupted (SIGINT, SIGTERM) between two steps: what was frozen
+    4   interrupted (SIGINT, SIGTERM, SIGHUP) between two steps: what was frozen
         stays frozen; freeze prints how to finish or thaw
 
 Examples:

@@ -76,7 +76,7 @@ const (
 	NothingMatched                 // no live process matched, and no held group
 	Held                           // --hold: frozen, not killed
 	DryRun                         // --dry-run: nothing changed
-	Interrupted                    // SIGINT or SIGTERM between two steps
+	Interrupted                    // SIGINT, SIGTERM or SIGHUP between two steps
 	Survivors                      // the kill rounds ran out with live matches
 	Refused                        // a safety rule refused the run (revoke guard, hidden processes); nothing changed
 	Failed                         // an error ended the run
@@ -118,7 +118,7 @@ func (e *HiddenError) Error() string {
 	return fmt.Sprintf("%d processes named like the target could not be inspected (permission denied): another user's, seen without root", len(e.Hidden))
 }
 
-// ErrInterrupted means SIGINT or SIGTERM ended the run between two steps;
+// ErrInterrupted means SIGINT, SIGTERM or SIGHUP ended the run between two steps;
 // the Outcome says where.
 var ErrInterrupted = errors.New("interrupted")
 
@@ -186,7 +186,7 @@ func (r *run) steps(steps ...func() error) error {
 	return nil
 }
 
-// interrupted reports whether SIGINT or SIGTERM has arrived. It is asked
+// interrupted reports whether SIGINT, SIGTERM or SIGHUP has arrived. It is asked
 // between steps and rounds only.
 func (r *run) interrupted() bool {
 	if r.out.Signal != nil {

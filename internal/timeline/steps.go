@@ -9,7 +9,7 @@ type Step string
 const (
 	StepStart           Step = "start"
 	StepLockTakeover    Step = "lock-takeover"
-	StepSignal          Step = "signal"       // SIGINT or SIGTERM arrived
+	StepSignal          Step = "signal"       // SIGINT, SIGTERM or SIGHUP arrived
 	StepSignalAgain     Step = "signal-again" // a further one, ignored
 	StepPriorityDropped Step = "priority-dropped"
 	StepMatch           Step = "match"
