@@ -66,6 +66,8 @@ func TestBadInput(t *testing.T) {
 	}
 	ro := filepath.Join(scratch, "ro")
 	os.Mkdir(ro, 0o755)
+	full := filepath.Join(scratch, "full")
+	os.Mkdir(full, 0o755)
 	asNobody := []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "env", "TMPDIR=" + scratch}
 	sh := func(script string, args ...string) []string {
 		return append([]string{"unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"}, args...)
@@ -93,8 +95,9 @@ func TestBadInput(t *testing.T) {
 			[]string{`refused: 50 processes named "badinput" belong to other users`, `pid \d+, uid 0 \(root\)`, `hint: run freeze as root`}},
 		{"read-only timeline location", sh(`mount -t tmpfs -o ro none "$1" && shift && exec "$@"`, ro, "env", "TMPDIR="+scratch, bin, "--dry-run", "--path", chain.Path, "--timeline", ro+"/t.jsonl"), 0,
 			[]string{`warning: cannot write the timeline: .*read-only file system`, `the timeline was saved instead to ` + regexp.QuoteMeta(scratch)}},
-		{"full timeline location", []string{"env", "TMPDIR=" + scratch, bin, "--dry-run", "--path", chain.Path, "--timeline", "/dev/full"}, 0,
-			[]string{`warning: the timeline /dev/full stopped taking events: .*no space left on device`, `the timeline was saved instead to ` + regexp.QuoteMeta(scratch)}},
+		// A full disk: a tmpfs of 64 KiB, filled before freeze starts.
+		{"full timeline location", sh(`mount -t tmpfs -o size=64k none "$1" && { head -c 1048576 /dev/zero > "$1/fill" 2>/dev/null; true; } && shift && exec "$@"`, full, "env", "TMPDIR="+scratch, bin, "--dry-run", "--path", chain.Path, "--timeline", full+"/t.jsonl"), 0,
+			[]string{`warning: the timeline ` + regexp.QuoteMeta(full) + `/t.jsonl stopped taking events: .*no space left on device`, `the timeline was saved instead to ` + regexp.QuoteMeta(scratch)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

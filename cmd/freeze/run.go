@@ -81,9 +81,21 @@ func liftedAt() time.Time {
 	return time.Time{}
 }
 
-// timelineDir holds timelines by default: /var/tmp survives a reboot, so
-// the record outlives a machine that had to be restarted.
-const timelineDir = "/var/tmp/freeze"
+// defaultTimeline opens a new file, named for this run alone, in the
+// caller's checked state directory (timeline.StateDir: /var/tmp/freeze
+// for root, which survives a reboot). Where that directory is unsafe the
+// record stays in memory and is saved elsewhere at the end.
+func defaultTimeline(o out, prefix string) *timeline.Recorder {
+	dir, name := timeline.StateDir(), timeline.RunName(prefix)
+	if err := timeline.CheckStateDir(dir); err != nil {
+		o.warnf("timeline: %v", err)
+		o.hintf("this run records in memory and saves a copy in %s at the end", strings.Join(fallbackDirs, " or "))
+		rec := openTimeline(o, "")
+		rec.SaveAtEnd(name)
+		return rec
+	}
+	return openTimeline(o, filepath.Join(dir, name))
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	o := out{stdout, stderr}
@@ -194,11 +206,12 @@ func runLocal(o out, args []string) guard.Result {
 		}
 		defer lock.Release()
 	}
-	path := f.timeline
-	if path == "" && !f.dryRun {
-		path = filepath.Join(timelineDir, freeze.GroupName(spec)+"-"+time.Now().UTC().Format("20060102T150405Z")+".jsonl")
+	var rec *timeline.Recorder
+	if f.timeline == "" && !f.dryRun {
+		rec = defaultTimeline(o, freeze.GroupName(spec))
+	} else {
+		rec = openTimeline(o, f.timeline)
 	}
-	rec := openTimeline(o, path)
 	priority.OnDrop(func(why string) {
 		rec.Record(timeline.StageNone, timeline.StepPriorityDropped, why, timeline.F{"reason": "RLIMIT_RTTIME"})
 	})

@@ -200,15 +200,20 @@ func runDrill(o out, args []string) int {
 	case "":
 	case "fifo":
 		ask = func(words []string) (guard.Result, error) {
-			words = append(words, "--timeline", strings.TrimSuffix(*tpath, ".jsonl")+"-guard.jsonl")
+			if *tpath != "" {
+				words = append(words, "--timeline", strings.TrimSuffix(*tpath, ".jsonl")+"-guard.jsonl")
+			}
 			o.sayf("drill: asking the guard at %s through its FIFO: echo %s > %s", *runDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(*runDir, guard.AskName))
 			return guard.AskFIFO(*runDir, words, *timeout+30*time.Second)
 		}
 	case "socket":
 		ask = func(words []string) (guard.Result, error) {
 			// The guard's run writes its own timeline, beside the drill's.
-			tl := strings.TrimSuffix(*tpath, ".jsonl") + "-guard.jsonl"
-			words = append(words, "--timeline", tl)
+			tl := ""
+			if *tpath != "" {
+				tl = strings.TrimSuffix(*tpath, ".jsonl") + "-guard.jsonl"
+				words = append(words, "--timeline", tl)
+			}
 			o.sayf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", *runDir)
 			code, err := guard.Ask(*runDir, words, o.stderr, o.stderr)
 			outcome := "zero"
@@ -222,14 +227,16 @@ func runDrill(o out, args []string) int {
 		o.hintf("start one first: freeze guard (or systemctl start freeze-guard)")
 		return exitUsage
 	}
-	if *tpath == "" {
-		// Milliseconds: two drills started in the same second (a test's
-		// two doors to one guard) must not append to one file.
-		*tpath = filepath.Join(timelineDir, "drill-"+time.Now().UTC().Format("20060102T150405.000Z")+".jsonl")
-	}
+
 	raised, _ := raise()
 	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
-	rec := openTimeline(o, *tpath)
+	var rec *timeline.Recorder
+	if *tpath == "" {
+		rec = defaultTimeline(o, "drill")
+		*tpath = rec.Path() // the guard's run writes its own beside it
+	} else {
+		rec = openTimeline(o, *tpath)
+	}
 	rep, err := drill.Run(drill.Config{Size: *size, Shape: *shape, Method: m, Timeout: *timeout, Rounds: defaultRounds, Priority: raised, Ask: ask},
 		rec, func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) })
 	ok := err == nil && rep.StopErr == nil && rep.Outcome.Kind == stop.Zero && len(rep.Leftovers) == 0

@@ -89,7 +89,7 @@ func New(path string, onEvent func(Event)) (*Recorder, error) {
 		r.path = ""
 		return r, fmt.Errorf("timeline %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := openFile(path)
 	if err != nil {
 		r.path = ""
 		return r, fmt.Errorf("timeline %s: %w", path, err)
@@ -122,6 +122,17 @@ func (r *Recorder) write(f *os.File) {
 		}
 	}
 	f.Close()
+}
+
+// SaveAtEnd marks a recorder that could not be given a file (its
+// directory was unsafe) as wanting one: Incomplete reports true, and
+// SaveCopy names the copy after name.
+func (r *Recorder) SaveAtEnd(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.path == "" {
+		r.want = name
+	}
 }
 
 // Path is where the timeline is written, or "" when it is in memory only.
