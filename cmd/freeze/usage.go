@@ -87,6 +87,7 @@ Exit codes:
     3   refused by a safety rule
     4   interrupted (SIGINT, SIGTERM, SIGHUP) between two steps: what was frozen
         stays frozen; freeze prints how to finish or thaw
+    5   a running guard refused the hand-over as busy: nothing was run
 
 Examples:
     freeze --path /home/ci/.cache/go-build/ab/runner.test

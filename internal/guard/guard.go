@@ -42,6 +42,11 @@ const (
 // request is refused as busy, so a flood cannot grow the guard's memory.
 const queueLen = 64
 
+// ExitBusy is the exit code of a request the guard refused because its
+// queue was full: nothing ran. It used to be 0, so a playbook counted a
+// refused hand-over as a contained chain.
+const ExitBusy = 5
+
 // Result is what one request came to.
 type Result struct {
 	Code     int    // the exit code freeze would give
@@ -211,8 +216,8 @@ func (g *Guard) enqueue(r request) {
 	select {
 	case g.queue <- r:
 	default:
-		r.err = errors.New("the guard is busy: too many requests waiting")
-		g.refuse(r, 0)
+		r.err = errors.New("the guard is busy: too many requests waiting; nothing was run: run freeze --path ... yourself, or ask again")
+		g.refuse(r, ExitBusy)
 	}
 }
 
