@@ -392,9 +392,8 @@ func closeTimeline(o out, rec *timeline.Recorder) {
 // steps; any further one is recorded and otherwise ignored, because dying
 // in the middle of a round would leave stopped processes outside the
 // frozen set with no record of them. Every step is bounded by its own
-// waits, so the run still ends promptly. The signals stay caught until
-// the process exits: stop only ends the recording, before the timeline
-// is closed.
+// waits, so the run still ends promptly. stop ends the recording, before
+// the timeline is closed, and the catching.
 func watchSignals(rec *timeline.Recorder) (<-chan os.Signal, func()) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -421,7 +420,11 @@ func watchSignals(rec *timeline.Recorder) (<-chan os.Signal, func()) {
 			}
 		}
 	}()
-	return forward, func() { close(quit); wg.Wait() }
+	// The stop function ends the recording and takes the channel off the
+	// signal list: a guard runs one request after another in one
+	// process, and each left a channel registered before (the guard's
+	// own handler still catches SIGINT and SIGTERM between requests).
+	return forward, func() { close(quit); wg.Wait(); signal.Stop(sigs) }
 }
 
 // spec validates the targets; a non-zero code means stop with it.
