@@ -68,6 +68,10 @@ func TestBadInput(t *testing.T) {
 	os.Mkdir(ro, 0o755)
 	full := filepath.Join(scratch, "full")
 	os.Mkdir(full, 0o755)
+	current := filepath.Join(scratch, "current")
+	if err := os.Symlink(cache, current); err != nil {
+		t.Fatal(err)
+	}
 	asNobody := []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "env", "TMPDIR=" + scratch}
 	sh := func(script string, args ...string) []string {
 		return append([]string{"unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"}, args...)
@@ -87,6 +91,15 @@ func TestBadInput(t *testing.T) {
 		{"symlink, said and resolved", []string{bin, "--dry-run", "--path", link}, 0,
 			[]string{`--path .*/link is a symlink: matching the file it points to, ` + regexp.QuoteMeta(chain.Path), `1/4 match: 50 live processes match`}},
 		{"path with a space", []string{bin, "--dry-run", "--path", chain.Path}, 0, []string{`1/4 match: 50 live processes match`, `nothing was changed`}},
+		// #24, finding 5: a symlinked --under matched nothing and exited 0
+		// on b1884f8, and a system directory reached through /proc passed
+		// the refusal, which read the unresolved text.
+		{"symlinked --under, said and resolved", []string{bin, "--dry-run", "--under", current}, 0,
+			[]string{`--under .*/current is a symlink to ` + regexp.QuoteMeta(cache), `1/4 match: 50 live processes match`}},
+		{"--under a system directory through /proc", []string{bin, "--dry-run", "--under", "/proc/self/root/usr/bin"}, 3,
+			[]string{`refused: --under /usr/bin would match the machine's own programs`}},
+		{"--under /var/lib", []string{bin, "--dry-run", "--under", "/var/lib"}, 3,
+			[]string{`refused: --under /var/lib would match the machine's own programs`}},
 		{"path with a newline", []string{bin, "--path", newline, "--timeline", filepath.Join(scratch, "nl.jsonl")}, 0,
 			[]string{`nothing matched: no live process runs --path \$'.*/new\\nline'`}},
 		{"hidepid, not root", sh(`mount -t proc -o hidepid=2 proc /proc && exec "$@"`, append(asNobody, bin, "--path", chain.Path)...), 3,

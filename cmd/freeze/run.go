@@ -470,18 +470,29 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 			o.hintf("give the full path, for example --under %s", match.ShellQuote(mustAbs(d)))
 			return spec, exitUsage
 		}
-		st, err := os.Stat(d)
-		if err != nil || !st.IsDir() {
+		// Resolved, as a process's exe link reads: a symlinked --under
+		// (current -> build-123) matched nothing before, and the
+		// refusal below judged the unresolved text
+		// (/proc/self/root/usr/bin passed it).
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			o.errorf("--under %s: %v", d, err)
+			o.hintf("name the directory that holds the runaway executables")
+			return spec, exitUsage
+		}
+		if st, err := os.Stat(real); err != nil || !st.IsDir() {
 			o.errorf("--under %s: not a directory", d)
 			return spec, exitUsage
 		}
-		d = filepath.Clean(d)
-		if freeze.SystemDir(d) && !f.force {
-			o.errorf("refused: --under %s would match the machine's own programs", d)
+		if real != filepath.Clean(d) {
+			o.sayf("--under %s is a symlink to %s: matching %s", d, real, real)
+		}
+		if freeze.SystemDir(real) && !f.force {
+			o.errorf("refused: --under %s would match the machine's own programs", real)
 			o.hintf("name the test cache that holds the chain, such as --under /tmp/TestX/cache, or add --force")
 			return spec, exitRefused
 		}
-		spec.Under = append(spec.Under, d)
+		spec.Under = append(spec.Under, real)
 	}
 	spec.Args, spec.NoDescendants = f.args, f.noDesc
 	return spec, 0

@@ -44,15 +44,29 @@ func (e *GuardError) Error() string { return e.Path + ": " + e.Rule }
 // there.
 var systemRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/boot"}
 
-// SystemDir reports whether d (clean, absolute) is the root or lies in
-// one of the machine's own program directories: --under there would
-// match the machine's own programs.
+// underRoots are refused for --under besides systemRoots: where a
+// machine keeps its own programs and state (/var, but for /var/tmp, which
+// holds test caches), Nix's and snap's stores, and the kernel's views.
+var underRoots = []string{"/var", "/nix", "/snap", "/proc", "/sys", "/dev", "/run"}
+
+// SystemDir reports whether d (clean, absolute, symlinks resolved: the
+// caller resolves it) is the root or lies in one of the machine's own
+// program or state directories: --under there would match the machine's
+// own programs.
 func SystemDir(d string) bool {
 	if d == "/" {
 		return true
 	}
 	for _, s := range systemRoots {
-		if d == s || strings.HasPrefix(d, s+"/") {
+		if under(d, s) {
+			return true
+		}
+	}
+	if d != "/var/tmp" && under(d, "/var/tmp") {
+		return false
+	}
+	for _, s := range underRoots {
+		if under(d, s) {
 			return true
 		}
 	}

@@ -112,3 +112,18 @@ func TestRevokeAndRestore(t *testing.T) {
 		t.Fatalf("restore touched the replacement: %#o", m)
 	}
 }
+
+// Where --under is refused (after resolving it): the machine's program
+// and state directories, but not the temporary ones test caches live in.
+func TestSystemDir(t *testing.T) {
+	for d, want := range map[string]bool{
+		"/": true, "/usr/bin": true, "/usr": true, "/etc/x": true, "/var": true, "/var/lib": true,
+		"/var/lib/docker/overlay2": true, "/nix/store": true, "/snap/bin": true, "/proc/1": true, "/sys": true,
+		"/var/tmp": true, "/var/tmp/TestX/cache": false, "/tmp/TestX": false, "/home/u/.cache/go-build": false,
+		"/usrlocal": false, "/variable": false,
+	} {
+		if got := SystemDir(d); got != want {
+			t.Errorf("SystemDir(%q) = %v, want %v", d, got, want)
+		}
+	}
+}

@@ -37,6 +37,10 @@ import (
 type File struct {
 	Path string
 	Stat proc.File
+	// Optional is a file found under --under: one that is not, when the
+	// gate opens it, the file the walk saw is left out (Skipped) instead
+	// of failing the gate.
+	Optional bool
 }
 
 // Config is what the gate needs before it attaches.
@@ -100,6 +104,7 @@ type Gate struct {
 	// refusal); ExtrasTook how long the rest took.
 	LoadTook, AttachTook, HeldTook, ExtrasTook time.Duration
 	Files                                      int  // identities in the targets map
+	Skipped                                    int  // optional files left out: changed since they were found
 	Kill                                       bool // refused attempts are answered with SIGKILL
 }
 
@@ -233,11 +238,15 @@ func (g *Gate) Fill(files []File, exempt []int) error {
 	if len(files) > MaxFiles {
 		return fmt.Errorf("%d executables to gate, the gate holds %d: narrow --under", len(files), MaxFiles)
 	}
-	ids, err := g.kernelIDs(files)
-	if err != nil {
-		return err
-	}
+	ids, errs := g.kernelIDs(files)
 	for i, id := range ids {
+		if errs[i] != nil {
+			if files[i].Optional {
+				g.Skipped++
+				continue
+			}
+			return errs[i]
+		}
 		if err := g.targets.Put(id, uint8(1)); err != nil {
 			return fmt.Errorf("gate: add file %s: %w", files[i].Path, err)
 		}
@@ -248,7 +257,7 @@ func (g *Gate) Fill(files []File, exempt []int) error {
 			g.statOf[id] = files[i].Stat
 		}
 	}
-	g.Files += len(files)
+	g.Files += len(files) - g.Skipped
 	for _, pid := range exempt {
 		if err := g.exempt.Put(uint32(pid), uint8(1)); err != nil {
 			return fmt.Errorf("gate: exempt pid %d: %w", pid, err)

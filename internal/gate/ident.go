@@ -3,6 +3,7 @@ package gate
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -28,62 +29,78 @@ var fdRecSize = int(unsafe.Sizeof(gateFdRec{}))
 // subvolumes (an anonymous device per subvolume) nor on overlayfs whose
 // layers are on several filesystems with xino off (the real file's
 // device, not the overlay's). Without the reader, the stat identity.
-func (g *Gate) kernelIDs(files []File) ([]gateFileId, error) {
-	ids := make([]gateFileId, len(files))
+//
+// Each file gets its identity or its error: a file that is not, when
+// opened, the one that was resolved or found is not gated by identity.
+func (g *Gate) kernelIDs(files []File) ([]gateFileId, []error) {
+	ids, errs := make([]gateFileId, len(files)), make([]error, len(files))
 	for start := 0; start < len(files); start += identBatch {
 		end := min(start+identBatch, len(files))
-		if err := g.readBatch(files[start:end], ids[start:end]); err != nil {
-			return nil, err
-		}
+		g.readBatch(files[start:end], ids[start:end], errs[start:end])
 	}
-	return ids, nil
+	return ids, errs
 }
 
-func (g *Gate) readBatch(files []File, ids []gateFileId) error {
-	fds := make([]int, 0, len(files))
+func (g *Gate) readBatch(files []File, ids []gateFileId, errs []error) {
+	fds := make([]int, len(files))
 	defer func() {
 		for _, fd := range fds {
-			unix.Close(fd)
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 		}
 	}()
 	for i, f := range files {
-		ids[i] = fileID(f.Stat)
-		if g.ident == nil {
+		fds[i], ids[i] = -1, fileID(f.Stat)
+		fd, err := openNoSymlinks(f.Path)
+		if err != nil {
+			errs[i] = fmt.Errorf("gate: open %s: %w", f.Path, err)
 			continue
 		}
-		fd, err := unix.Open(f.Path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("gate: open %s: %w", f.Path, err)
-		}
-		fds = append(fds, fd)
+		fds[i] = fd
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return fmt.Errorf("gate: fstat %s: %w", f.Path, err)
-		}
-		if st.Dev != f.Stat.Dev || st.Ino != f.Stat.Ino {
-			return fmt.Errorf("gate: %s changed since freeze resolved it (was %d:%d, now %d:%d): run freeze again", f.Path, f.Stat.Dev, f.Stat.Ino, st.Dev, st.Ino)
+			errs[i] = fmt.Errorf("gate: fstat %s: %w", f.Path, err)
+		} else if st.Dev != f.Stat.Dev || st.Ino != f.Stat.Ino {
+			errs[i] = fmt.Errorf("gate: %s changed since freeze resolved it (was %d:%d, now %d:%d): run freeze again", f.Path, f.Stat.Dev, f.Stat.Ino, st.Dev, st.Ino)
 		}
 	}
 	if g.ident == nil {
-		return nil
+		return
 	}
 	byFD, err := g.readIdent()
-	if err != nil {
-		return err
-	}
 	for i, fd := range fds {
-		id, ok := byFD[uint32(fd)]
-		if !ok {
-			return fmt.Errorf("gate: the identity reader did not see %s (fd %d)", files[i].Path, fd)
+		if errs[i] != nil || fd < 0 {
+			continue
 		}
-		if id.Ino != files[i].Stat.Ino {
+		id, ok := byFD[uint32(fd)]
+		switch {
+		case err != nil:
+			errs[i] = err
+		case !ok:
+			errs[i] = fmt.Errorf("gate: the identity reader did not see %s (fd %d)", files[i].Path, fd)
+		case id.Ino != files[i].Stat.Ino:
 			// The inode number is the file's on every filesystem here;
 			// only the device differs. Another number means another file.
-			return fmt.Errorf("gate: %s: the kernel holds inode %d, stat said %d", files[i].Path, id.Ino, files[i].Stat.Ino)
+			errs[i] = fmt.Errorf("gate: %s: the kernel holds inode %d, stat said %d", files[i].Path, id.Ino, files[i].Stat.Ino)
+		default:
+			ids[i] = id
 		}
-		ids[i] = id
 	}
-	return nil
+}
+
+// openNoSymlinks opens path O_PATH, following no symlink in any
+// component (openat2 RESOLVE_NO_SYMLINKS, Linux 5.6; before it
+// O_NOFOLLOW guards the last one): a directory of the chain's owner
+// swapped for a symlink between the walk and the gate's open is not
+// followed.
+func openNoSymlinks(path string) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	return fd, err
 }
 
 // readIdent runs the identity reader once: the kernel identity of every

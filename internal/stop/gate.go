@@ -2,10 +2,12 @@ package stop
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
@@ -32,7 +34,7 @@ func (r *run) gate() error {
 	if !r.wantsGate() {
 		return nil // a spare in r.c.Gate is closed at the end of Run
 	}
-	files, note := gateFiles(r.c.Spec)
+	files, note := gateFiles(r.c.Spec, r.c.Force)
 	// The gate stops. FREEZE_GATE_ACTION=kill makes a run that is going
 	// to kill the chain (not --hold) let the gate kill it instead, each
 	// process at its next fork or exec. Measured against the stop in one
@@ -99,6 +101,9 @@ func (r *run) gate() error {
 	if note != "" {
 		msg += "; " + note
 	}
+	if g.Skipped > 0 {
+		msg += fmt.Sprintf("; %d executable(s) under --under changed between the walk and the gate's open and are not gated by file", g.Skipped)
+	}
 	fields := timeline.F{"preloaded": preloaded, "load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "held_ms": ms(g.HeldTook), "extras_ms": ms(g.ExtrasTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": gateAction(g), "form": g.Form.Word()}
 	if len(g.Tried) > 0 {
 		var tried []string
@@ -137,7 +142,7 @@ func envOr(name, def string) string {
 
 // gateFiles are the files whose every process is the chain: the targets,
 // and the executables under --under; none with --arg.
-func gateFiles(spec match.Spec) ([]gate.File, string) {
+func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 	if len(spec.Args) > 0 {
 		return nil, "with --arg the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
 	}
@@ -145,30 +150,73 @@ func gateFiles(spec match.Spec) ([]gate.File, string) {
 	for _, t := range spec.Targets {
 		files = append(files, gate.File{Path: t.Path, Stat: t.File})
 	}
-	more := 0
+	var w underWalk
 	for _, dir := range spec.Under {
-		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return nil
-			}
-			info, err := d.Info()
-			if err != nil || info.Mode().Perm()&0o111 == 0 {
-				return nil
-			}
-			if len(files) >= gate.MaxFiles {
-				more++
-				return nil
-			}
-			if f, err := proc.StatFile(path); err == nil {
-				files = append(files, gate.File{Path: path, Stat: f})
-			}
-			return nil
-		})
+		w.walk(dir, force, &files)
 	}
-	if more > 0 {
-		return files, fmt.Sprintf("%d more executables under --under than the gate holds: their processes are gated when the scan marks them", more)
+	var notes []string
+	if w.more > 0 {
+		notes = append(notes, fmt.Sprintf("%d more executables under --under than the gate holds: their processes are gated when the scan marks them", w.more))
 	}
-	return files, ""
+	if w.linked > 0 {
+		notes = append(notes, fmt.Sprintf("%d executables under --under with other hard links are not gated by file (a link to a program elsewhere would gate all of it): their processes are gated when the scan marks them; --force gates them", w.linked))
+	}
+	return files, strings.Join(notes, "; ")
+}
+
+// underWalk lists the executables under a --under directory for the
+// gate. The directory's owner may be the chain's, who can swap a
+// subdirectory for a symlink mid-walk (to /usr/bin, say): so the walk
+// goes by descriptor, each directory opened O_NOFOLLOW relative to its
+// parent's descriptor, each entry judged by fstatat without following,
+// and never by a path looked up again. A file with other hard links is
+// left to the scan without --force.
+type underWalk struct{ more, linked int }
+
+// maxUnderDepth bounds the walk: a test cache is a few levels deep.
+const maxUnderDepth = 32
+
+func (w *underWalk) walk(dir string, force bool, files *[]gate.File) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	w.dir(fd, dir, 0, force, files)
+}
+
+func (w *underWalk) dir(fd int, path string, depth int, force bool, files *[]gate.File) {
+	f := os.NewFile(uintptr(fd), path) // owns fd
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if depth >= maxUnderDepth {
+				continue
+			}
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err == nil {
+				w.dir(sub, filepath.Join(path, name), depth+1, force, files)
+			}
+		case unix.S_IFREG:
+			switch {
+			case st.Mode&0o111 == 0:
+			case st.Nlink > 1 && !force:
+				w.linked++
+			case len(*files) >= gate.MaxFiles:
+				w.more++
+			default:
+				*files = append(*files, gate.File{Path: filepath.Join(path, name), Stat: proc.File{Dev: st.Dev, Ino: st.Ino, Nlink: uint64(st.Nlink)}, Optional: true})
+			}
+		}
+	}
 }
 
 // closeGate detaches the gate at the end of the run, whatever ended it,
