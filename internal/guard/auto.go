@@ -145,7 +145,16 @@ func (a *Auto) judge(s suspect) Verdict {
 	case v.Depth < autoDepth:
 		v.Why = fmt.Sprintf("%d alive but only %d deep (a pool, not a chain)", v.Live, v.Depth)
 	default:
-		v.Act, v.Why = a.allowed(v.Path)
+		var real string
+		real, act, why := a.allowed(v.Path, s.key)
+		switch {
+		case act && !a.within(real):
+			v.Why = real + " is outside --auto-under"
+		case act:
+			v.Act, v.Why, v.Path = true, why, real
+		default:
+			v.Why = why
+		}
 	}
 	if v.Act {
 		v.Words = []string{"--path", v.Path, "--hold"}
@@ -173,12 +182,26 @@ func (a *Auto) within(path string) bool {
 	return false
 }
 
-// allowed applies the rules no automatic run may break.
-func (a *Auto) allowed(path string) (bool, string) {
+// allowed applies the rules no automatic run may break, to the file the
+// exe link's text names now, and returns that file's resolved path. The
+// chain was judged by the identity of the file its processes run (key);
+// its owner can swap the path for a symlink to a program root runs, and
+// the run would act on that program: a path that no longer resolves to
+// the judged file is refused (#24, finding 4).
+func (a *Auto) allowed(path string, key gate.FileKey) (string, bool, string) {
 	t, err := match.Resolve(path)
 	if err != nil {
-		return false, err.Error()
+		return "", false, err.Error()
 	}
+	if gate.KeyOf(t.File) != key {
+		return "", false, fmt.Sprintf("%s no longer resolves to the file its processes run (now %s): never acted on automatically", path, t.Path)
+	}
+	ok, why := a.rules(t)
+	return t.Path, ok, why
+}
+
+// rules are the refusals of an automatic run.
+func (a *Auto) rules(t match.Target) (bool, string) {
 	if t.File.Dev == a.self.Dev && t.File.Ino == a.self.Ino {
 		return false, "it is the guard's own executable"
 	}
