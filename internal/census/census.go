@@ -45,6 +45,7 @@ type Report struct {
 
 type snap struct {
 	exe   string
+	id    rowKey // the executable's identity, with the link's text
 	ppid  int
 	pgrp  int
 	sess  int
@@ -68,7 +69,11 @@ func take(fs proc.FS) map[int]snap {
 		if deleted {
 			exe += " (deleted)"
 		}
-		out[pid] = snap{exe, st.PPID, st.PGRP, st.Session, st.UTime + st.STime, st.Start}
+		// The file itself, not only the link's text: in another mount
+		// namespace a user's binary bind-mounted over /usr/bin/yes reads
+		// as /usr/bin/yes, which is another file for root.
+		f, _ := fs.ExeFile(pid)
+		out[pid] = snap{exe, rowKey{exe, f.Dev, f.Ino}, st.PPID, st.PGRP, st.Session, st.UTime + st.STime, st.Start}
 	}
 	return out
 }
@@ -101,18 +106,18 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 	}
 
 	uptime := uptimeTicks(fs)
-	rows := map[string]*Row{}
-	groups := map[string]map[int]bool{}
-	sessions := map[string]map[int]bool{}
-	get := func(exe string) *Row {
-		if rows[exe] == nil {
-			rows[exe] = &Row{Exe: exe}
-			groups[exe], sessions[exe] = map[int]bool{}, map[int]bool{}
+	rows := map[rowKey]*Row{}
+	groups := map[rowKey]map[int]bool{}
+	sessions := map[rowKey]map[int]bool{}
+	get := func(k rowKey) *Row {
+		if rows[k] == nil {
+			rows[k] = &Row{Exe: k.exe, Dev: k.dev, Ino: k.ino}
+			groups[k], sessions[k] = map[int]bool{}, map[int]bool{}
 		}
-		return rows[exe]
+		return rows[k]
 	}
 	for pid, s := range b {
-		row := get(s.exe)
+		row := get(s.id)
 		row.Count++
 		if orphaned(pid, s, b) {
 			row.Orphaned++
@@ -125,18 +130,18 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 		if age := float64(uptime-s.start) / clockTicks; age > row.OldestAgeS {
 			row.OldestAgeS = age
 		}
-		groups[s.exe][s.pgrp] = true
-		sessions[s.exe][s.sess] = true
+		groups[s.id][s.pgrp] = true
+		sessions[s.id][s.sess] = true
 	}
 	for pid, s := range a {
 		if now, ok := b[pid]; !ok || now.start != s.start {
-			get(s.exe).Vanished++
+			get(s.id).Vanished++
 		}
 	}
 	var list []Row
-	for exe, row := range rows {
-		row.Groups, row.Sessions = len(groups[exe]), len(sessions[exe])
-		row.Suspect, row.Reasons = Suspect(*row, elapsed, testLike(exe))
+	for k, row := range rows {
+		row.Groups, row.Sessions = len(groups[k]), len(sessions[k])
+		row.Suspect, row.Reasons = Suspect(*row, elapsed, testLike(k.exe))
 		list = append(list, *row)
 	}
 	sort.Slice(list, func(i, j int) bool {
@@ -153,7 +158,7 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 	}
 	for i := range list {
 		if list[i].Suspect {
-			list[i].Command = command(fs, list[i].Exe, b)
+			list[i].Command = command(fs, &list[i], b)
 		}
 	}
 	if len(list) > 0 && list[0].Suspect {
@@ -190,16 +195,34 @@ func testLike(exe string) bool {
 	return false
 }
 
+// rowKey is what a census row counts: one executable file, as its
+// processes' exe links read and as stat of them finds it.
+type rowKey struct {
+	exe      string
+	dev, ino uint64
+}
+
 // command is the freeze command for a suspect, with --arg for an
 // interpreter (its first argument, from one process's command line: read
-// for this row only).
-func command(fs proc.FS, exe string, procs map[int]snap) string {
+// for this row only). Only where the path names, for freeze, the file
+// the row's processes run: else the row says so instead, and no command
+// that would stop another program's processes is printed (#24, finding
+// 7).
+func command(fs proc.FS, row *Row, procs map[int]snap) string {
+	exe := row.Exe
 	path := strings.TrimSuffix(exe, " (deleted)")
+	if path == exe { // a live file: its path must be that file
+		if f, err := proc.StatFile(path); err != nil || f.Dev != row.Dev || f.Ino != row.Ino {
+			row.Reasons += "; " + path + " is not the file these processes run (another mount namespace, or replaced): find it with ls -l /proc/PID/exe"
+			return ""
+		}
+	}
+	key := rowKey{exe, row.Dev, row.Ino}
 	cmd := "freeze --path " + match.ShellQuote(path)
 	base := filepath.Base(path)
 	if match.IsInterpreter(base) {
 		for pid, s := range procs {
-			if s.exe != exe {
+			if s.id != key {
 				continue
 			}
 			b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/cmdline")

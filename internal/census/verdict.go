@@ -49,7 +49,9 @@ type Row struct {
 	Sessions   int     `json:"sessions"`
 	Suspect    bool    `json:"suspect"`
 	Reasons    string  `json:"reasons,omitempty"`
-	Command    string  `json:"command,omitempty"` // the freeze command, for a suspect
+	Command    string  `json:"command,omitempty"` // the freeze command, for a suspect whose path is its file
+	Dev        uint64  `json:"dev,omitempty"`     // the executable's identity, as stat(2) of /proc/PID/exe gives it
+	Ino        uint64  `json:"ino,omitempty"`
 }
 
 // Thresholds of Suspect; named so the table test and the help agree.
