@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -13,8 +12,12 @@ import (
 // it; a truncated last line (a run cut off mid-write) is not an error:
 // the events before it are returned with Truncated set on the result's
 // last event step "truncated".
+//
+// The file is opened without blocking and must be a regular file of at
+// most MaxFileSize: freeze timeline and --fleet hung on a FIFO and read
+// /dev/zero until memory ran out (#24, finding 10).
 func ReadFile(path string) ([]Event, error) {
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path)
 	if err != nil {
 		return nil, err
 	}

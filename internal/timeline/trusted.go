@@ -47,12 +47,43 @@ func ReadTrusted(path string, uid int) ([]Event, error) {
 	case st.Size > MaxFileSize:
 		return nil, fmt.Errorf("%s is %d bytes, more than a timeline's %d: %w", path, st.Size, MaxFileSize, ErrUntrusted)
 	}
+	b, err := readAll(f, st)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b)
+}
+
+// readRegular reads a regular file of at most MaxFileSize, opened
+// without blocking (a FIFO at the name cannot hang the reader).
+func readRegular(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s is not a regular file: a timeline is one", path)
+	}
+	return readAll(f, st)
+}
+
+// readAll reads f, whose fstat is st, up to MaxFileSize.
+func readAll(f *os.File, st unix.Stat_t) ([]byte, error) {
+	if st.Size > MaxFileSize {
+		return nil, fmt.Errorf("%s is %d bytes, more than a timeline's %d", f.Name(), st.Size, MaxFileSize)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > MaxFileSize {
-		return nil, fmt.Errorf("%s grew past %d bytes while read: %w", path, MaxFileSize, ErrUntrusted)
+		return nil, fmt.Errorf("%s grew past %d bytes while read", f.Name(), MaxFileSize)
 	}
-	return Parse(b)
+	return b, nil
 }

@@ -78,3 +78,26 @@ func TestReadTrustedFailsOnABadLine(t *testing.T) {
 		t.Fatal("a timeline with a bad second line was read without error")
 	}
 }
+
+// freeze timeline and --fleet read with ReadFile: a FIFO or a device at
+// the name is refused at once, neither hanging nor filling memory (#24,
+// finding 10: on b1884f8 a FIFO hung them and /dev/zero ran them out of
+// memory).
+func TestReadFileRefusesWhatIsNotAFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo.jsonl")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadFile(p); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: read as a timeline", p)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: ReadFile still blocked after 5s", p)
+		}
+	}
+}
