@@ -213,6 +213,18 @@ func LoadFleet(paths []string) ([]HostRun, error) {
 			continue
 		}
 		err = filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
+			if err != nil && file != p {
+				// One host's directory that cannot be read is a row of its
+				// own, not the end of the fleet's report (#24, finding 10).
+				rel, _ := filepath.Rel(p, file)
+				host, _, _ := strings.Cut(rel, string(filepath.Separator))
+				runs = append(runs, HostRun{Host: host, File: file, Outcome: "unreadable", Exit: -1,
+					Error: err.Error(), Attention: "cannot be read: " + err.Error()})
+				if d != nil && d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
+			}
 			if err != nil {
 				return err
 			}

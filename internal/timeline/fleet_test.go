@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -179,5 +180,45 @@ func TestSummaryInMemoryMatchesTheFile(t *testing.T) {
 	}
 	if mem.GateForks != file.GateForks || mem.GateExecs != file.GateExecs || mem.Matched != file.Matched {
 		t.Errorf("in memory %+v, from the file %+v", mem, file)
+	}
+}
+
+// One host directory that cannot be read is a row that needs attention,
+// and the other hosts are still summed up (#24, finding 10: on b1884f8
+// it aborted the whole fleet report). Root reads any directory, so as
+// root the test runs itself again as nobody.
+func TestLoadFleetKeepsAnUnreadableHostAsARow(t *testing.T) {
+	if os.Geteuid() == 0 {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("as root no directory is unreadable, and setpriv (util-linux) is missing to run this as nobody")
+		}
+		out, err := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", os.Args[0],
+			"-test.run=^TestLoadFleetKeepsAnUnreadableHostAsARow$", "-test.count=1", "-test.v").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("as nobody: %v\n%s", err, out)
+		}
+		return
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "host-a")
+	os.Mkdir(good, 0o755)
+	os.WriteFile(filepath.Join(good, "run.jsonl"), []byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"stage":4,"step":"zero","msg":"zero"}`+"\n"), 0o644)
+	bad := filepath.Join(dir, "host-b")
+	os.Mkdir(bad, 0o755)
+	os.Mkdir(filepath.Join(bad, "sub"), 0o755)
+	os.Chmod(bad, 0)
+	defer os.Chmod(bad, 0o755)
+	runs, err := LoadFleet([]string{dir})
+	if err != nil {
+		t.Fatalf("one unreadable host aborted the report: %v", err)
+	}
+	var sawA, sawB bool
+	for _, r := range runs {
+		sawA = sawA || (r.Host == "host-a" && r.Outcome == "zero")
+		sawB = sawB || (r.Host == "host-b" && r.Attention != "")
+	}
+	if !sawA || !sawB {
+		t.Fatalf("runs %+v: want host-a's run and host-b as needing attention", runs)
 	}
 }
