@@ -20,6 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/safedir"
+
 	"freeze/internal/proc"
 )
 
@@ -65,12 +67,15 @@ const retries = 5
 // Acquire takes the lock for name in dir, creating dir. It returns a
 // *HeldError when a live run holds it.
 func Acquire(fs proc.FS, dir, name string, command []string) (*Lock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The directory is the caller's own and no one else's to write: a
+	// non-root user's /tmp/freeze-UID, made first by another user or as
+	// a symlink, was opened through (#24, finding 10).
+	if err := safedir.Ensure(dir); err != nil {
 		return nil, fmt.Errorf("lock directory: %w", err)
 	}
 	path := filepath.Join(dir, name+".lock")
 	for i := 0; i < retries; i++ {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}

@@ -66,3 +66,26 @@ func TestStaleLockIsTakenOver(t *testing.T) {
 		t.Fatalf("the lock file still names the old holder: %s", b)
 	}
 }
+
+// The lock directory an attacker prepared is refused: a symlink to a
+// directory of theirs, or their own directory (#24, finding 10: a
+// non-root run's /tmp/freeze-UID was opened through either).
+func TestAcquireRefusesAPreparedDirectory(t *testing.T) {
+	base := t.TempDir()
+	theirs := filepath.Join(base, "theirs")
+	os.Mkdir(theirs, 0o700)
+	link := filepath.Join(base, "link")
+	os.Symlink(theirs, link)
+	if _, err := Acquire(proc.Default, link, "freeze-x", nil); err == nil {
+		t.Error("a symlinked lock directory was used")
+	}
+	if os.Geteuid() == 0 {
+		os.Chown(theirs, 65534, 65534)
+		if _, err := Acquire(proc.Default, theirs, "freeze-x", nil); err == nil {
+			t.Error("another user's lock directory was used")
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(theirs, "freeze-x.lock")); err == nil {
+		t.Error("a lock file was made in the prepared directory")
+	}
+}

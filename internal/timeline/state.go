@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"freeze/internal/safedir"
 )
 
 // RootStateDir is where root's runs keep their timelines by default:
@@ -35,32 +37,14 @@ func StateDir() string {
 	return filepath.Join(os.TempDir(), "freeze-"+strconv.Itoa(os.Geteuid()))
 }
 
-// CheckStateDir makes dir (mode 0700) if it is missing and checks, on a
-// descriptor opened without following a symlink, that it is a directory
-// owned by the caller and writable by no one else. A directory someone
-// else made first (a non-root user's drill made /var/tmp/freeze 0755,
-// theirs) is refused, with what to do.
+// CheckStateDir makes dir (mode 0700) if it is missing and checks that
+// it is a directory of the caller's that no one else can write
+// (safedir.Ensure). A directory someone else made first (a non-root
+// user's drill made /var/tmp/freeze 0755, theirs) is refused, with what
+// to do.
 func CheckStateDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return err
-	}
-	if err := unix.Mkdir(dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("make %s: %w", dir, err)
-	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%s is not a directory freeze made (%v): remove it, or name a timeline with --timeline: %w", dir, err, ErrStateDir)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s belongs to uid %d, not to you: whoever made it can plant or forge records there; check it, remove it, and run again: %w", dir, st.Uid, ErrStateDir)
-	}
-	if st.Mode&0o022 != 0 {
-		return fmt.Errorf("%s is writable by group or others (mode %#o): chmod 700 it: %w", dir, st.Mode&0o777, ErrStateDir)
+	if err := safedir.Ensure(dir); err != nil {
+		return fmt.Errorf("%w (%w)", ErrStateDir, err)
 	}
 	return nil
 }

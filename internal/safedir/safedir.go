@@ -1,0 +1,47 @@
+// Package safedir makes and checks the directories freeze keeps its own
+// state in (timelines, run locks): a directory another user made first,
+// or can write, or that is a symlink, lets that user plant a symlink, a
+// FIFO or a forged record where root writes or reads. It never follows a
+// symlink at the directory itself, and never changes a directory it did
+// not make.
+package safedir
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnsafe means the directory is not one freeze may keep state in.
+var ErrUnsafe = errors.New("unsafe state directory")
+
+// Ensure makes dir (mode 0700, parents 0755) if it is missing and checks,
+// on a descriptor opened without following a symlink, that it is a
+// directory owned by the caller and writable by no one else.
+func Ensure(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mkdir(dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("make %s: %w", dir, err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s is not a directory freeze made (%v): remove it and run again: %w", dir, err, ErrUnsafe)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s belongs to uid %d, not to you: whoever made it can plant or forge what freeze keeps there; check it, remove it, and run again: %w", dir, st.Uid, ErrUnsafe)
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("%s is writable by group or others (mode %#o): chmod 700 it: %w", dir, st.Mode&0o777, ErrUnsafe)
+	}
+	return nil
+}
