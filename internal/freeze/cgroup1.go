@@ -99,21 +99,39 @@ func (g *cgroup1Group) WaitFrozen(deadline time.Time) error {
 // frozen by the v1 freezer acts on SIGKILL only once thawed. No member
 // can fork between the two, because each has a fatal signal pending.
 func (g *cgroup1Group) Kill() error {
-	pids, err := readPids(filepath.Join(g.dir, "cgroup.procs"))
+	procs := filepath.Join(g.dir, "cgroup.procs")
+	pids, err := readPids(procs)
 	if err != nil {
 		return err
 	}
+	// A member can exit between the read of cgroup.procs and its pidfd,
+	// and its pid go to a process elsewhere: each is pinned by a pidfd
+	// first, and only those still members afterwards are signalled. A
+	// frozen group has no births, so a pid that is a member after its
+	// pidfd was opened is the pinned process (#24, finding 10).
+	var pinned []*proc.Handle
+	defer func() {
+		for _, h := range pinned {
+			h.Close()
+		}
+	}()
 	for pid := range pids {
 		st, err := g.fs.ReadStat(pid)
 		if err != nil {
 			continue
 		}
-		h, err := g.fs.Open(st.ID())
-		if err != nil {
-			continue
+		if h, err := g.fs.Open(st.ID()); err == nil {
+			pinned = append(pinned, h)
 		}
-		h.Signal(unix.SIGKILL)
-		h.Close()
+	}
+	still, err := readPids(procs)
+	if err != nil {
+		return err
+	}
+	for _, h := range pinned {
+		if still[h.PID] {
+			h.Signal(unix.SIGKILL)
+		}
 	}
 	return g.write("freezer.state", "THAWED")
 }
