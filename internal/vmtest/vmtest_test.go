@@ -314,8 +314,8 @@ func (r *result) figures() string {
 		}
 		form, held := "", "-"
 		for _, l := range r.lines[s] {
-			if i := strings.Index(l, "gate attached, form "); i >= 0 {
-				form = strings.SplitN(l[i+len("gate attached, form "):], " (", 2)[0]
+			if m := formRE.FindStringSubmatch(l); m != nil {
+				form = m[1]
 				if m := heldRE.FindStringSubmatch(l); m != nil {
 					held = m[1]
 				}
@@ -327,7 +327,10 @@ func (r *result) figures() string {
 	return b.String()
 }
 
-var heldRE = regexp.MustCompile(`held after ([0-9.]+[µm]?s)`)
+var (
+	heldRE = regexp.MustCompile(`held after ([0-9.]+[µm]?s)`)
+	formRE = regexp.MustCompile(`gate attached, form (.+?) \((?:load|preloaded)`)
+)
 
 var clockRE = regexp.MustCompile(`^freeze: (\d\d:\d\d:\d\d\.\d\d\d) `)
 
