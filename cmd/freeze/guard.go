@@ -95,6 +95,15 @@ func runGuard(o out, args []string) int {
 	say("priority: " + strings.Join(raised, ", "))
 	w := &watcher{file: *metricsFile, every: *metricsEvery, say: say, poke: make(chan struct{}, 1)}
 	g, err := guard.Arm(guard.Config{RunDir: *runDir, Say: say, Auto: auto, Run: func(words []string, stdout, stderr io.Writer) guard.Result {
+		if rel := relativeTimeline(words); rel != "" {
+			// The guard cannot know the asker's directory (a FIFO
+			// request has none): a relative path would land in the
+			// guard's own.
+			o := out{stdout, stderr}
+			o.errorf("--timeline %s is relative: the guard does not know your directory", rel)
+			o.hintf("give an absolute path, for example --timeline /var/tmp/freeze/incident.jsonl")
+			return guard.Result{Code: exitUsage, Outcome: "usage"}
+		}
 		res := runLocal(out{stdout, stderr}, words)
 		select {
 		case w.poke <- struct{}{}: // the metrics say what the run came to
@@ -314,3 +323,12 @@ Options:
         --metrics-every D  how often (default 15s; 5s to 1h)
     -h, --help          this text
 `
+
+// relativeTimeline returns a request's --timeline when it is relative.
+func relativeTimeline(words []string) string {
+	f, code := parseStopFlags(out{io.Discard, io.Discard}, words)
+	if code >= 0 || f.timeline == "" || filepath.IsAbs(f.timeline) {
+		return ""
+	}
+	return f.timeline
+}

@@ -157,6 +157,12 @@ func runStop(o out, args []string) int {
 		return code
 	}
 	if !f.noGuard && !f.dryRun {
+		// The guard runs in its own directory: a relative --timeline
+		// would be written there (#24, finding 9). Resolved here, where
+		// the operator meant it; a later flag overrides the earlier.
+		if f.timeline != "" && !filepath.IsAbs(f.timeline) {
+			args = append(args[:len(args):len(args)], "--timeline", mustAbs(f.timeline))
+		}
 		code, err := guard.Ask(f.runDir, args, o.stdout, o.stderr)
 		switch {
 		case err == nil:

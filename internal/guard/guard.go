@@ -390,6 +390,31 @@ func (g *Guard) record(fields map[string]any) {
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
 	g.log.Write(append(b, '\n'))
+	g.rotate()
+}
+
+// maxLogSize bounds guard.log: past it the log is renamed guard.log.1
+// (replacing the one before) and a new one started, so that a guard
+// armed for months, writing a census line a minute, does not fill its
+// disk, and census, which reads the log whole, reads a bounded file.
+var maxLogSize int64 = 16 << 20
+
+// rotate starts a new log past maxLogSize. Called with logMu held.
+func (g *Guard) rotate() {
+	st, err := g.log.Stat()
+	if err != nil || st.Size() < maxLogSize {
+		return
+	}
+	path := filepath.Join(g.c.RunDir, LogName)
+	if err := os.Rename(path, path+".1"); err != nil {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return // keep writing to the renamed file rather than lose lines
+	}
+	g.log.Close()
+	g.log = f
 }
 
 // Record appends an event of the command's own to the log.

@@ -3,6 +3,9 @@ package guard
 import (
 	"bufio"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,4 +52,36 @@ func socketPair(dir string) (*net.UnixConn, *net.UnixConn, error) {
 	}
 	s, err := l.AcceptUnix()
 	return s, c, err
+}
+
+// guard.log is rotated past its size: the lines go on in a new file and
+// the one before is kept as guard.log.1 (#24, finding 9: it grew for
+// ever, and census read it whole).
+func TestLogRotatesPastItsSize(t *testing.T) {
+	dir := t.TempDir()
+	log, err := os.OpenFile(filepath.Join(dir, LogName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int64) { maxLogSize = n }(maxLogSize)
+	maxLogSize = 4096
+	g := &Guard{c: Config{RunDir: dir, Say: func(string) {}}, log: log}
+	for i := 0; i < 200; i++ {
+		g.Record("census", map[string]any{"n": i, "pad": strings.Repeat("x", 64)})
+	}
+	g.log.Close()
+	cur, err := os.Stat(filepath.Join(dir, LogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, LogName+".1")); err != nil {
+		t.Fatalf("no guard.log.1 after %d bytes of lines: %v", 200*90, err)
+	}
+	if cur.Size() > 4096+200 {
+		t.Errorf("guard.log is %d bytes, past its bound of 4096 by more than a line", cur.Size())
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, LogName))
+	if !strings.Contains(string(b), `"n":199`) {
+		t.Errorf("the last line is not in the current log")
+	}
 }
