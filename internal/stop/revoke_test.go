@@ -2,6 +2,7 @@ package stop
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -66,13 +67,33 @@ func TestRevokeExecStopsAnExecChain(t *testing.T) {
 	cfg := config(t, freeze.None, c.Path)
 	cfg.RevokeExec = true // already revoked: the guard passes, the mode is recorded
 	os.Chmod(c.Path, 0o755)
-	rec, _ := timeline.New("", nil)
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
+	rec, _ := timeline.New(tl, nil)
 	out, err := Run(cfg, rec)
+	rec.Close()
 	if err != nil || out.Kind != Zero {
 		t.Fatalf("--method none after revoking exec: %+v %v", out, err)
 	}
 	if len(out.Revoked) != 1 {
 		t.Fatalf("revoked %d files, want 1", len(out.Revoked))
+	}
+	// Write-ahead: the intent, with the original mode, before the
+	// revocation in the file.
+	events, err := timeline.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intent, done := -1, -1
+	for i, e := range events {
+		switch e.Step {
+		case timeline.StepRevokeIntent:
+			intent = i
+		case timeline.StepRevoke:
+			done = i
+		}
+	}
+	if intent < 0 || done < 0 || intent > done {
+		t.Fatalf("revoke-intent at %d, revoke at %d: want the intent first", intent, done)
 	}
 	if left := c.Survivors(); len(left) > 0 {
 		t.Fatalf("%d alive", len(left))

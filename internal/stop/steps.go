@@ -86,6 +86,18 @@ func (r *run) revoke() error {
 		return fmt.Errorf("revoke exec: %w", refused[0])
 	}
 	for _, v := range revs {
+		// Write-ahead: the original mode is on disk before the chmod, so
+		// a crash between the two leaves the record of what to put back
+		// (#24, finding 8; the revoked record follows with the change
+		// time restore needs).
+		r.rec.Record(timeline.StageFreeze, timeline.StepRevokeIntent, fmt.Sprintf("revoking exec on %s (mode %#o -> %#o)", v.Path, v.Mode, v.NewMode), revFields(v))
+		if r.rec.Path() == "" {
+			// No file to make it durable in (the record is in memory and
+			// saved elsewhere at the end): revoke all the same.
+		} else if err := r.rec.Sync(); err != nil {
+			r.rec.Record(timeline.StageFreeze, timeline.StepRevokeFailed, "not revoked: the record of its mode could not be made durable first: "+err.Error(), revFields(v))
+			continue
+		}
 		v, err := freeze.Revoke(v)
 		if err != nil {
 			r.rec.Record(timeline.StageFreeze, timeline.StepRevokeFailed, err.Error(), revFields(v))

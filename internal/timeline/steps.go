@@ -17,6 +17,7 @@ const (
 	StepRevoke          Step = "revoke"
 	StepRevokeRefused   Step = "revoke-refused"
 	StepRevokeFailed    Step = "revoke-failed"
+	StepRevokeIntent    Step = "revoke-intent" // written and fsynced before the chmod
 	StepWouldRevoke     Step = "would-revoke"
 	StepDryRunMethod    Step = "dry-run-method"
 	StepDryRunGate      Step = "dry-run-gate" // a BPF program kind, loaded or refused

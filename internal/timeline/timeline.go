@@ -74,6 +74,9 @@ type Recorder struct {
 
 	ch   chan []byte
 	done chan struct{}
+	// synced answers Sync: the writer, given an empty line, fsyncs the
+	// file and answers here.
+	synced chan error
 }
 
 // New starts a recorder. With a non-empty path it writes there, creating
@@ -96,6 +99,7 @@ func New(path string, onEvent func(Event)) (*Recorder, error) {
 	}
 	r.ch = make(chan []byte, fileBuffer)
 	r.done = make(chan struct{})
+	r.synced = make(chan error, 1)
 	go r.write(f)
 	return r, nil
 }
@@ -104,6 +108,14 @@ func (r *Recorder) write(f *os.File) {
 	defer close(r.done)
 	w := bufio.NewWriter(f)
 	for b := range r.ch {
+		if len(b) == 0 { // Sync
+			err := w.Flush()
+			if err == nil {
+				err = f.Sync()
+			}
+			r.synced <- err
+			continue
+		}
 		w.Write(b)
 		// Flush each event: a run cut short (power, SIGKILL) keeps what
 		// it recorded up to then.
@@ -122,6 +134,28 @@ func (r *Recorder) write(f *os.File) {
 		}
 	}
 	f.Close()
+}
+
+// Sync waits until every event recorded so far is written and the file
+// is fsynced, for a record that must be on disk before freeze acts on
+// it (a revocation's original mode, before the chmod). It gives up after
+// closeWait: a hung disk must not hold up the run.
+func (r *Recorder) Sync() error {
+	if r.ch == nil {
+		return fmt.Errorf("timeline: in memory only, nothing to sync")
+	}
+	timeout := time.After(closeWait)
+	select {
+	case r.ch <- []byte{}:
+	case <-timeout:
+		return fmt.Errorf("timeline %s: the writer did not take the sync in %v", r.path, closeWait)
+	}
+	select {
+	case err := <-r.synced:
+		return err
+	case <-timeout:
+		return fmt.Errorf("timeline %s: not synced within %v", r.path, closeWait)
+	}
 }
 
 // SaveAtEnd marks a recorder that could not be given a file (its
