@@ -14,12 +14,19 @@ import (
 
 // GroupName names the group for a set of targets: the same targets give
 // the same name, which is how a run finds the group a --hold run (or an
-// interrupted one) left.
+// interrupted one) left. A target is its device, inode and, where the
+// filesystem keeps one, birth time: a filesystem reuses an inode number
+// after a deletion, and a new binary must not find (and finish) the group
+// an old incident's --hold left (#24, finding 8).
 func GroupName(spec match.Spec) string {
 	var keys []string
 	base := "under"
 	for _, t := range spec.Targets {
-		keys = append(keys, fmt.Sprintf("%d:%d", t.File.Dev, t.File.Ino))
+		k := fmt.Sprintf("%d:%d", t.File.Dev, t.File.Ino)
+		if t.Birth != 0 {
+			k += fmt.Sprintf(":%d", t.Birth)
+		}
+		keys = append(keys, k)
 		base = t.Basename
 	}
 	keys = append(keys, spec.Under...)

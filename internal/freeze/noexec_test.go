@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"freeze/internal/match"
 )
 
 func mode(t *testing.T, p string) os.FileMode {
@@ -125,5 +128,41 @@ func TestSystemDir(t *testing.T) {
 		if got := SystemDir(d); got != want {
 			t.Errorf("SystemDir(%q) = %v, want %v", d, got, want)
 		}
+	}
+}
+
+// A file deleted and replaced by one that gets the same inode number (as
+// tmpfs and ext4 do) is another target, with another group name: a run
+// on the new file must not find the group a --hold on the old one left.
+func TestGroupNameTellsAReusedInodeApart(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tool")
+	names := map[string]bool{}
+	var inos []uint64
+	for i := 0; i < 20; i++ {
+		os.Remove(p)
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tg, err := match.Resolve(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tg.Birth == 0 {
+			t.Skip("this filesystem keeps no birth time: the inode number alone names the file")
+		}
+		names[GroupName(match.Spec{Targets: []match.Target{tg}})] = true
+		inos = append(inos, tg.File.Ino)
+		time.Sleep(2 * time.Millisecond)
+	}
+	reused := false
+	for i := 1; i < len(inos); i++ {
+		reused = reused || inos[i] == inos[0]
+	}
+	if !reused {
+		t.Skipf("the filesystem gave 20 new inode numbers (%v): no reuse to tell apart", inos[:3])
+	}
+	if len(names) != 20 {
+		t.Fatalf("%d group names for 20 files that reused one inode number", len(names))
 	}
 }

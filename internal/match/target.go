@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"freeze/internal/proc"
 )
 
@@ -18,6 +20,11 @@ type Target struct {
 	Symlink  bool // Given was a symlink to Path
 	Mode     os.FileMode
 	Basename string
+	// Birth is the file's creation time in nanoseconds (statx btime),
+	// 0 where the filesystem does not keep one: with the device and
+	// inode it names the file, whose inode number a filesystem reuses
+	// after a deletion.
+	Birth int64
 }
 
 // Sentinels for bad targets: the CLI turns them into usage errors.
@@ -48,6 +55,10 @@ func Resolve(path string) (Target, error) {
 	t.Mode = st.Mode()
 	if t.File, err = proc.StatFile(real); err != nil {
 		return t, err
+	}
+	var stx unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, real, 0, unix.STATX_BTIME|unix.STATX_INO, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 && stx.Ino == t.File.Ino {
+		t.Birth = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
 	}
 	t.Basename = filepath.Base(real)
 	return t, nil
