@@ -318,20 +318,20 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 	for _, r := range runs {
 		if r.Attention != "" {
 			n++
-			fmt.Fprintf(w, "- **%s**: %s (%s)\n", cell(r.Host), r.Attention, r.File)
+			fmt.Fprintf(w, "- **%s**: %s (%s)\n", cell(r.Host), mdText(r.Attention), mdCode(r.File))
 		}
 	}
 	if n == 0 {
 		fmt.Fprintln(w, "None: every host reached zero, found nothing to match, or only looked (dry run).")
 	}
 	for _, r := range runs {
-		fmt.Fprintf(w, "\n## %s: %s\n\nFile: `%s`\n", cell(r.Host), r.Outcome, r.File)
+		fmt.Fprintf(w, "\n## %s: %s\n\nFile: %s\n", cell(r.Host), cell(r.Outcome), mdCode(r.File))
 		if r.MachineID != "" {
-			fmt.Fprintf(w, "\nMachine id: `%s`\n", r.MachineID)
+			fmt.Fprintf(w, "\nMachine id: %s\n", mdCode(r.MachineID))
 		}
 		fmt.Fprintln(w)
 		if len(r.Events) == 0 {
-			fmt.Fprintf(w, "\n%s\n", r.Error)
+			fmt.Fprintf(w, "\n%s\n", mdText(r.Error))
 			continue
 		}
 		if err := Render(w, r.Events, "markdown"); err != nil {
@@ -349,9 +349,7 @@ func dash(s string) string {
 }
 
 // cell keeps a value from breaking a markdown table row.
-func cell(s string) string {
-	return strings.NewReplacer("|", "\\|", "\n", " ").Replace(s)
-}
+func cell(s string) string { return mdText(s) }
 
 // Host is what a run's start event says of the machine, so that
 // timelines collected from a fleet say where each ran: the hostname, the

@@ -48,16 +48,22 @@ func Render(w io.Writer, events []Event, format string) error {
 			parts = append(parts, fmt.Sprint(p))
 		}
 		if md {
-			fmt.Fprintf(w, "\nCommand: `%s`\n", strings.Join(parts, " "))
+			fmt.Fprintf(w, "\nCommand: %s\n", mdCode(strings.Join(parts, " ")))
 		} else {
-			fmt.Fprintf(w, "\nCommand: %s\n", strings.Join(parts, " "))
+			fmt.Fprintf(w, "\nCommand: %s\n", oneLine(strings.Join(parts, " ")))
 		}
 	}
 	h("Outcome")
 	fmt.Fprintln(w, outcome(events))
 	for _, e := range events {
 		if e.Step == StepMethod {
-			fmt.Fprintf(w, "\nMethod: %v at %v, because: %v\n", e.Fields["method"], e.Fields["group"], e.Fields["why"])
+			text := fmt.Sprintf("Method: %v at %v, because: %v", e.Fields["method"], e.Fields["group"], e.Fields["why"])
+			if md {
+				text = mdText(text)
+			} else {
+				text = oneLine(text)
+			}
+			fmt.Fprintf(w, "\n%s\n", text)
 		}
 	}
 	h("Steps")
@@ -69,9 +75,9 @@ func Render(w io.Writer, events []Event, format string) error {
 		ts := e.Time.UTC().Format("15:04:05.000")
 		el := fmt.Sprintf("%.1f ms", e.ElapsedMS)
 		if md {
-			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", ts, el, e.Step, strings.ReplaceAll(e.Msg, "|", "\\|"))
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", ts, el, mdText(string(e.Step)), mdText(e.Msg))
 		} else {
-			fmt.Fprintf(w, "%s  %10s  %-14s %s\n", ts, el, e.Step, e.Msg)
+			fmt.Fprintf(w, "%s  %10s  %-14s %s\n", ts, el, oneLine(string(e.Step)), oneLine(e.Msg))
 		}
 	}
 	h("Counts per round")

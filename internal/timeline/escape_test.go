@@ -1,0 +1,56 @@
+package timeline
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A timeline whose strings an attacker chose (the chain's path, its
+// host name) renders as text: no terminal control sequence reaches the
+// operator's terminal, and in markdown no table cell, code span, link or
+// HTML tag is opened or closed by them (#24, finding 2; on b1884f8 the
+// text format printed them raw and markdown escaped only |).
+func TestRenderKeepsAttackerStringsText(t *testing.T) {
+	evil := "/tmp/x/\x1b]0;owned\x07tool`|<img src=x onerror=alert(1)>[a](http://e)\nnext"
+	events := []Event{
+		{Time: time.Unix(1700000000, 0), Step: StepStart, Msg: "freeze run started on " + evil, Fields: map[string]any{"command": []any{"freeze", "--path", evil}}},
+		{Time: time.Unix(1700000001, 0), Step: StepZero, Msg: "zero remain: " + evil},
+	}
+	var text, md bytes.Buffer
+	if err := Render(&text, events, "text"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(&md, events, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("%s: a control character reaches the output:\n%q", name, out)
+		}
+		if strings.Contains(out, "\nnext") {
+			t.Errorf("%s: a newline in a path starts a line of its own", name)
+		}
+	}
+	for _, line := range strings.Split(md.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| "):
+			if strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 5 {
+				t.Errorf("a table row with other than 4 cells: %s", line)
+			}
+			plain := strings.NewReplacer("\\`", "", `\]`, "", `\[`, "").Replace(line)
+			for _, bad := range []string{"<img", "](", "`", "["} {
+				if strings.Contains(plain, bad) {
+					t.Errorf("a table row holds %q unescaped: %s", bad, line)
+				}
+			}
+		case strings.HasPrefix(line, "Command: "):
+			// Inside a code span markdown shows < and [ as they are; the
+			// span's fence must be longer than the path's backticks.
+			if !strings.HasPrefix(line, "Command: `` ") || !strings.HasSuffix(line, " ``") {
+				t.Errorf("the command's code span can be closed from inside: %s", line)
+			}
+		}
+	}
+}
