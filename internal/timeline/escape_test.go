@@ -54,3 +54,21 @@ func TestRenderKeepsAttackerStringsText(t *testing.T) {
 		}
 	}
 }
+
+// A $(...) or a backquote in a recorded string is written as a JSON
+// escape: the line reads back the same, and a shell that sources it runs
+// nothing (#24, finding 2).
+func TestRecordsAreShellInert(t *testing.T) {
+	e := Event{Time: time.Unix(1700000000, 0), Step: StepStart, Msg: "path /tmp/$(touch /tmp/owned)/`id`"}
+	b, err := e.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.ContainsAny(b, "$`") {
+		t.Fatalf("the record holds $ or a backquote: %s", b)
+	}
+	events, err := Parse(b)
+	if err != nil || len(events) != 1 || events[0].Msg != e.Msg {
+		t.Fatalf("read back %+v (%v), want the message %q", events, err, e.Msg)
+	}
+}

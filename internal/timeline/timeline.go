@@ -10,6 +10,7 @@ package timeline
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +46,21 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	if e.Msg != "" {
 		m["msg"] = e.Msg
 	}
-	return json.Marshal(m)
+	b, err := json.Marshal(m)
+	return shellInert(b), err
+}
+
+// shellInert writes $ and ` as JSON's \u escapes. JSON has them only
+// inside strings, so the record means the same; but a $(...) in a
+// chain's path no longer runs when someone sources or evals a line of
+// the file in a shell (#24, finding 2). encoding/json already escapes
+// <, > and & this way.
+func shellInert(b []byte) []byte {
+	if bytes.IndexAny(b, "$`") < 0 {
+		return b
+	}
+	b = bytes.ReplaceAll(b, []byte("$"), []byte(`\u0024`))
+	return bytes.ReplaceAll(b, []byte("`"), []byte(`\u0060`))
 }
 
 // F is shorthand for an event's fields.
