@@ -298,3 +298,33 @@ func TestScanFromTasks(t *testing.T) {
 		t.Fatalf("with a failing source: %d matched, %v, source error %v", again.Live(), err, s.TaskErr)
 	}
 }
+
+// Where PID 1's executable cannot be read (on these machines even root
+// is refused), the refusal of PID 1's file no longer passes on that: a
+// target with PID 1's name is refused (forcible, being by name), another
+// is not (#24, finding 10: it failed open).
+func TestRefusePID1ByNameWhenItsExeIsUnreadable(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "proc")
+	os.MkdirAll(filepath.Join(root, "1"), 0o755)
+	os.WriteFile(filepath.Join(root, "1", "stat"), []byte("1 (process_api) S 0 1 1 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n"), 0o644)
+	os.Symlink("/nonexistent/unreadable", filepath.Join(root, "1", "exe"))
+	fs := proc.FS{Root: root}
+	dir := t.TempDir()
+	for name, refused := range map[string]bool{"process_api": true, "tool": false} {
+		write(t, filepath.Join(dir, name), 0o755)
+		tg, err := Resolve(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Refuse(fs, tg, false, false)
+		if (r != nil) != refused {
+			t.Errorf("%s: refusal %v, want refused=%v", name, r, refused)
+		}
+		if r != nil && !r.Forcible {
+			t.Errorf("%s: a refusal by name must be forcible", name)
+		}
+		if r := Refuse(fs, tg, false, true); r != nil {
+			t.Errorf("%s with --force: still refused: %v", name, r)
+		}
+	}
+}

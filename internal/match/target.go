@@ -111,6 +111,15 @@ func (r *Refusal) Error() string { return r.Rule }
 func Refuse(p proc.FS, t Target, hasArg, force bool) *Refusal {
 	if f, err := p.ExeFile(1); err == nil && f.Dev == t.File.Dev && f.Ino == t.File.Ino {
 		return &Refusal{Rule: t.Path + " is the executable of PID 1 (init): stopping it stops the machine", Hint: "no flag overrides this"}
+	} else if err != nil && !force {
+		// PID 1's executable cannot be read (here even root is refused:
+		// PID 1 is in another user namespace's hands). The check does
+		// not pass on that: by name, then, which is all that is left
+		// (#24, finding 10: it failed open).
+		if st, serr := p.ReadStat(1); serr == nil && st.Comm != "" && st.Comm == commOf(t.Basename) {
+			return &Refusal{Rule: fmt.Sprintf("%s may be the executable of PID 1: PID 1's own cannot be read (%v), and its name is %q too", t.Path, err, st.Comm),
+				Hint: "check with ls -l /proc/1/exe as root that PID 1 runs another file, then add --force", Forcible: true}
+		}
 	}
 	if f, err := p.ExeFile(os.Getpid()); err == nil && f.Dev == t.File.Dev && f.Ino == t.File.Ino {
 		return &Refusal{Rule: t.Path + " is the running freeze binary itself", Hint: "no flag overrides this; to practise, run 'freeze drill'"}
@@ -143,4 +152,13 @@ func IsInterpreter(base string) bool {
 		}
 	}
 	return false
+}
+
+// commOf is the name the kernel gives a process running a file named
+// base: its first 15 bytes (TASK_COMM_LEN - 1).
+func commOf(base string) string {
+	if len(base) > 15 {
+		return base[:15]
+	}
+	return base
 }
