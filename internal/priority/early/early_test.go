@@ -69,3 +69,41 @@ func TestChildrenNeverInherit(t *testing.T) {
 		t.Fatalf("forkcheck reported %d threads and %d children, want at least 2 and 3", threads, children)
 	}
 }
+
+// A subcommand that only reads or writes files (freeze timeline,
+// restore, runbook, help) is not lifted: at SCHED_RR a render of a large
+// timeline took a CPU from the machine for nothing (#24, finding 10).
+func TestFileSubcommandsAreNotLifted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the lift happens only as root")
+	}
+	bin := filepath.Join(t.TempDir(), "forkcheck")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/forkcheck").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for arg, want := range map[string]int{"timeline": schedOther, "restore": schedOther, "--path": schedRR} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, arg)
+		cmd.Env = append(os.Environ(), "FREEZE_PRIORITY=")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		out, err := cmd.CombinedOutput()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cancel()
+		if err != nil {
+			t.Fatalf("forkcheck %s: %v\n%s", arg, err, out)
+		}
+		seen := 0
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) == 6 && f[0] == "thread" {
+				seen++
+				if pol, _ := strconv.Atoi(f[5]); pol&0xff != want {
+					t.Errorf("argv[1] %s: thread %s at policy %#x, want %d", arg, f[1], pol, want)
+				}
+			}
+		}
+		if seen == 0 {
+			t.Fatalf("forkcheck %s printed no thread:\n%s", arg, out)
+		}
+	}
+}

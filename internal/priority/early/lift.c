@@ -25,6 +25,24 @@ __attribute__((constructor)) static void freeze_early_lift(int argc, char **argv
 	if (geteuid() != 0) return;
 	const char *off = getenv("FREEZE_PRIORITY");
 	if (off && strcmp(off, "off") == 0) return;
+	// Subcommands that only read or write files run at ordinary
+	// priority: freeze timeline of a large file at SCHED_RR took a CPU
+	// from the machine for nothing (#24, finding 10). The stop order,
+	// the drill, the guard and census (what an operator runs on a machine
+	// that is on fire) lift.
+	// They also drop a class inherited from a lifted shell (the runbook
+	// has the operator lift theirs).
+	static const char *const unlifted[] = {"timeline", "restore", "runbook", "help", "version", "--version", "--help", "-h", 0};
+	if (argc > 1 && argv && argv[1]) {
+		for (int i = 0; unlifted[i]; i++) {
+			if (strcmp(argv[1], unlifted[i]) == 0) {
+				struct sched_param z = {.sched_priority = 0};
+				if (sched_getscheduler(0) != SCHED_OTHER) sched_setscheduler(0, SCHED_OTHER, &z);
+				if (getpriority(PRIO_PROCESS, 0) < 0) setpriority(PRIO_PROCESS, 0, 0);
+				return;
+			}
+		}
+	}
 	if (argc > 1 && argv && argv[1] && strcmp(argv[1], FIXTURE_ARG) == 0) {
 		// The drill's chain is this binary. freeze's threads carry no
 		// SCHED_RESET_ON_FORK (see below), so should a chain process
