@@ -299,6 +299,23 @@ func (c *chain) live() []int {
 	return out
 }
 
+// ours reports whether pid runs the drill's copy or is in its cgroup.
+func (c *chain) ours(pid int) bool {
+	if path, _, err := proc.Default.ExePath(pid); err == nil && path == c.path {
+		return true
+	}
+	if c.capDir == "" {
+		return false
+	}
+	b, _ := os.ReadFile(filepath.Join(c.capDir, "cgroup.procs"))
+	for _, f := range strings.Fields(string(b)) {
+		if f == strconv.Itoa(pid) {
+			return true
+		}
+	}
+	return false
+}
+
 // cleanup ends whatever of the chain is left (its own cgroup's members
 // and processes running its own copy), then removes the cgroup and the
 // temporary directory. It returns what it could not clean.
@@ -322,8 +339,15 @@ func (c *chain) cleanup() []string {
 			break
 		}
 		for _, pid := range pids {
+			// Pinned first, then checked: a chain process that exited
+			// after the listing may have left its pid to another process
+			// (#24, finding 10). Once the pidfd holds it, a pid that is
+			// still the chain's (its copy, or its cgroup) is the pinned
+			// process: the cap is at 0, so the cgroup has no births.
 			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				if c.ours(pid) {
+					unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				}
 				unix.Close(fd)
 			}
 		}
