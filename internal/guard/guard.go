@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"sync"
 	"time"
 
@@ -131,14 +132,7 @@ func Arm(c Config) (*Guard, error) {
 	}
 	g.ledger()
 	ask := filepath.Join(c.RunDir, AskName)
-	os.Remove(ask)
-	if err := unix.Mkfifo(ask, 0o600); err != nil {
-		g.Close()
-		return nil, fmt.Errorf("FIFO %s: %w", ask, err)
-	}
-	// Opened for reading and writing, the FIFO never reads end-of-file
-	// when a writer closes, and the open does not wait for one.
-	if g.fifo, err = os.OpenFile(ask, os.O_RDWR, 0); err != nil {
+	if g.fifo, err = openFIFO(ask); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -151,6 +145,32 @@ func Arm(c Config) (*Guard, error) {
 	g.ln.SetUnlinkOnClose(true)
 	os.Chmod(sock, 0o600)
 	return g, nil
+}
+
+// openFIFO opens the guard's FIFO, reusing the one a guard that was
+// killed left behind when it checks out (a FIFO of the guard's uid that
+// no one else may open): an operator's echo into it, blocked since the
+// old guard died, is then read by this one, where a new FIFO would leave
+// that writer blocked on the unlinked one for ever (#24, finding 9).
+// Anything else at the name is replaced. Opened for reading and writing,
+// the FIFO never reads end-of-file when a writer closes, and the open
+// does not wait for one.
+func openFIFO(ask string) (*os.File, error) {
+	// O_RDWR on a FIFO does not block (fifo(7)); Stat, not Fd, keeps
+	// the file in the poller, so Close still ends a pending read.
+	if f, err := os.OpenFile(ask, os.O_RDWR|unix.O_NOFOLLOW, 0); err == nil {
+		if fi, err := f.Stat(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode()&os.ModeNamedPipe != 0 && int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0 {
+				return f, nil
+			}
+		}
+		f.Close()
+	}
+	os.Remove(ask)
+	if err := unix.Mkfifo(ask, 0o600); err != nil {
+		return nil, fmt.Errorf("FIFO %s: %w", ask, err)
+	}
+	return os.OpenFile(ask, os.O_RDWR|unix.O_NOFOLLOW, 0)
 }
 
 // checkDir refuses a run directory that others could write into: the

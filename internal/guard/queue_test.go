@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -83,5 +84,57 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dir, LogName))
 	if !strings.Contains(string(b), `"n":199`) {
 		t.Errorf("the last line is not in the current log")
+	}
+}
+
+// A guard killed with its FIFO in place leaves an operator's echo into
+// it blocked; the next guard reuses that FIFO, so the blocked request is
+// read and run (#24, finding 9: the next guard made a new FIFO, and the
+// writer stayed blocked on the unlinked one for ever).
+func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	got := make(chan []string, 1)
+	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(words []string, stdout, stderr io.Writer) Result {
+		got <- words
+		return Result{Code: 0, Outcome: "zero"}
+	}}
+	g, err := Arm(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Killed: its descriptors go, nothing is cleaned up.
+	g.fifo.Close()
+	g.ln.Close()
+	g.lock.Close()
+	if g.log != nil {
+		g.log.Close()
+	}
+	written := make(chan error, 1)
+	go func() { // the operator: echo --path /tmp/x/tool > ask
+		f, err := os.OpenFile(filepath.Join(dir, AskName), os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString("--path /tmp/x/tool\n")
+			f.Close()
+		}
+		written <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the writer is blocked in open
+	g2, err := Arm(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer func() { close(stop); g2.Close() }()
+	go g2.Serve(stop)
+	select {
+	case words := <-got:
+		if strings.Join(words, " ") != "--path /tmp/x/tool" {
+			t.Fatalf("the restarted guard ran %q", words)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked writer's request was not run by the restarted guard in 10s")
+	}
+	if err := <-written; err != nil {
+		t.Fatalf("the writer: %v", err)
 	}
 }
