@@ -46,7 +46,7 @@ func gateOnMount(t *testing.T, dir string) {
 		t.Skipf("stat's device of %s is its superblock's here (%d:%d): the mismatch this test is about does not arise", c.Path, unix.Major(sb), unix.Minor(sb))
 	}
 	g := attach(t, target)
-	pids := held(t, g, c, 10*time.Second)
+	pids := held(t, g, c, 60*time.Second)
 	t.Logf("form %s: %d of the chain held; stat said dev %#x, the kernel holds %+v", g.Form, len(pids), target.Stat.Dev, g.statOf)
 
 	dfailed := decoy.ForkFailures()

@@ -22,7 +22,7 @@ func TestTasksAgreesWithProc(t *testing.T) {
 	if !g.CanScan() {
 		t.Skipf("the scan iterator does not load here: %v", g.Missing)
 	}
-	chain := held(t, g, c, 10*time.Second)
+	chain := held(t, g, c, 60*time.Second)
 	state := byte('T')
 
 	before, err := proc.Default.PIDs(nil)
