@@ -170,7 +170,12 @@ func concat(t *testing.T, out string, parts ...string) {
 	}
 }
 
-func ownGroup() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+// ownGroup puts qemu in a process group of its own, and has the kernel
+// kill it if the test process dies first (a test binary killed by a
+// signal runs no cleanup: seen, when one was stopped by hand).
+func ownGroup() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
 
 // killGroup kills qemu's process group (qemu is its leader).
 func killGroup(cmd *exec.Cmd) error {
