@@ -30,20 +30,7 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	chain := treeAtCap(t, 400, 100*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	started := time.Now()
-	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
-		Command: []string{bin, "--path", chain.Path, "--timeline", tl}})
-	end := time.Now().Add(30 * time.Second)
-	for !strings.Contains(fz.Stderr(), "1/4 match") {
-		if time.Now().After(end) {
-			t.Fatalf("freeze did not reach its match step in 30 s:\n%s", fz.Stderr())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for _, sig := range []unix.Signal{unix.SIGSTOP, unix.SIGINT, unix.SIGTERM, unix.SIGCONT} {
-		if err := unix.Kill(fz.Leader, sig); err != nil {
-			t.Fatalf("kill %v: %v", sig, err)
-		}
-	}
+	fz := signalMidRun(t, bin, chain.Path, tl, unix.SIGINT, unix.SIGTERM)
 	ws, ok := fz.Exit(60 * time.Second)
 	stderr := fz.Stderr()
 	if !ok {
@@ -123,20 +110,7 @@ func TestHangupAndBrokenPipeEndTheRunInARecordedState(t *testing.T) {
 	bin := buildFreeze(t)
 	chain := treeAtCap(t, 400, 100*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
-	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
-		Command: []string{bin, "--path", chain.Path, "--timeline", tl}})
-	end := time.Now().Add(30 * time.Second)
-	for !strings.Contains(fz.Stderr(), "1/4 match") {
-		if time.Now().After(end) {
-			t.Fatalf("freeze did not reach its match step in 30 s:\n%s", fz.Stderr())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for _, sig := range []unix.Signal{unix.SIGSTOP, unix.SIGPIPE, unix.SIGHUP, unix.SIGCONT} {
-		if err := unix.Kill(fz.Leader, sig); err != nil {
-			t.Fatalf("kill %v: %v", sig, err)
-		}
-	}
+	fz := signalMidRun(t, bin, chain.Path, tl, unix.SIGPIPE, unix.SIGHUP)
 	ws, ok := fz.Exit(60 * time.Second)
 	stderr := fz.Stderr()
 	if !ok {
@@ -167,4 +141,26 @@ func TestHangupAndBrokenPipeEndTheRunInARecordedState(t *testing.T) {
 	if ws, ok := again.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
 		t.Fatalf("the second run did not finish the job: exit %d\n%s", ws.ExitStatus(), again.Stderr())
 	}
+}
+
+// signalMidRun starts freeze on path, waits for its match step, and
+// queues sigs while it is stopped (SIGSTOP, sigs, SIGCONT), so that they
+// arrive mid-run whatever the machine's speed.
+func signalMidRun(t *testing.T, bin, path, tl string, sigs ...unix.Signal) *containtest.Chain {
+	t.Helper()
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--path", path, "--timeline", tl}})
+	end := time.Now().Add(30 * time.Second)
+	for !strings.Contains(fz.Stderr(), "1/4 match") {
+		if time.Now().After(end) {
+			t.Fatalf("freeze did not reach its match step in 30 s:\n%s", fz.Stderr())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, sig := range append(append([]unix.Signal{unix.SIGSTOP}, sigs...), unix.SIGCONT) {
+		if err := unix.Kill(fz.Leader, sig); err != nil {
+			t.Fatalf("kill %v: %v", sig, err)
+		}
+	}
+	return fz
 }

@@ -29,12 +29,12 @@ func TestGateHoldsAChainOnBtrfs(t *testing.T) {
 }
 
 func gateOnMount(t *testing.T, dir string) {
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 100, HopCap: 1000000, Timeout: 120 * time.Second, Dir: dir})
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 20, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2"})
-	if n := c.WaitPopulation(100, 30*time.Second); n < 100 {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 100, HopCap: 1000000, Timeout: 300 * time.Second, Dir: dir})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second, Name: "chain-2"})
+	if n := c.WaitPopulation(100, 90*time.Second); n < 100 {
 		t.Fatalf("chain reached %d processes, want 100", n)
 	}
-	if n := decoy.WaitPopulation(20, 30*time.Second); n < 20 {
+	if n := decoy.WaitPopulation(20, 90*time.Second); n < 20 {
 		t.Fatalf("decoy reached %d processes, want 20", n)
 	}
 	target := fileOf(t, c.Path)

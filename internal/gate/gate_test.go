@@ -138,12 +138,12 @@ func waitStopped(t *testing.T, c *containtest.Chain, within time.Duration) []int
 }
 
 func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second})
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 50, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2", Dir: c.Dir})
-	if n := c.WaitPopulation(300, 30*time.Second); n < 300 {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 50, HopCap: 1000000, Timeout: 300 * time.Second, Name: "chain-2", Dir: c.Dir})
+	if n := c.WaitPopulation(300, 90*time.Second); n < 300 {
 		t.Fatalf("chain reached %d processes, want 300", n)
 	}
-	if n := decoy.WaitPopulation(50, 30*time.Second); n < 50 {
+	if n := decoy.WaitPopulation(50, 90*time.Second); n < 50 {
 		t.Fatalf("decoy reached %d processes, want 50", n)
 	}
 	g := attach(t, fileOf(t, c.Path))
@@ -372,12 +372,12 @@ func TestGateKillEmptiesASpinningChain(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loading BPF programs")
 	}
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second})
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 50, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2", Dir: c.Dir})
-	if n := c.WaitPopulation(300, 30*time.Second); n < 300 {
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 50, HopCap: 1000000, Timeout: 300 * time.Second, Name: "chain-2", Dir: c.Dir})
+	if n := c.WaitPopulation(300, 90*time.Second); n < 300 {
 		t.Fatalf("chain reached %d processes, want 300", n)
 	}
-	if n := decoy.WaitPopulation(50, 30*time.Second); n < 50 {
+	if n := decoy.WaitPopulation(50, 90*time.Second); n < 50 {
 		t.Fatalf("decoy reached %d processes, want 50", n)
 	}
 	// The killing action is the stopping form's.
@@ -411,10 +411,10 @@ func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: loading BPF programs")
 	}
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second})
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 20, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2", Dir: c.Dir})
-	c.WaitPopulation(300, 30*time.Second)
-	decoy.WaitPopulation(20, 30*time.Second)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second, Name: "chain-2", Dir: c.Dir})
+	c.WaitPopulation(300, 90*time.Second)
+	decoy.WaitPopulation(20, 90*time.Second)
 	g := attach(t, fileOf(t, c.Path))
 	if !g.CanKill() {
 		t.Skipf("the kill iterator does not load here: %v", g.Missing)

@@ -14,10 +14,10 @@ import (
 // the machine it checks only that no process /proc lists is missing (the
 // others' states and parents may change between two reads).
 func TestTasksAgreesWithProc(t *testing.T) {
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 60, HopCap: 1000000, Timeout: 120 * time.Second})
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 10, HopCap: 1000000, Timeout: 120 * time.Second, Name: "chain-2", Dir: c.Dir})
-	c.WaitPopulation(60, 30*time.Second)
-	decoy.WaitPopulation(10, 30*time.Second)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 60, HopCap: 1000000, Timeout: 300 * time.Second})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 10, HopCap: 1000000, Timeout: 300 * time.Second, Name: "chain-2", Dir: c.Dir})
+	c.WaitPopulation(60, 90*time.Second)
+	decoy.WaitPopulation(10, 90*time.Second)
 	g := attach(t, fileOf(t, c.Path))
 	if !g.CanScan() {
 		t.Skipf("the scan iterator does not load here: %v", g.Missing)

@@ -32,9 +32,9 @@ func TestStopOrderReachesZeroOnOverlayfsAndBtrfs(t *testing.T) {
 				supported(t, r.method)
 				t.Setenv("FREEZE_SCAN", r.scan)
 				dir := mt.mount(t)
-				c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 20 * time.Millisecond, Dir: dir})
+				c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second, Interval: 20 * time.Millisecond, Dir: dir})
 				decoy := startDecoy(t, t.TempDir())
-				if n := c.WaitPopulation(300, 30*time.Second); n < 300 {
+				if n := c.WaitPopulation(300, 90*time.Second); n < 300 {
 					t.Fatalf("chain reached %d processes, want 300", n)
 				}
 				cfg := config(t, r.method, c.Path)
