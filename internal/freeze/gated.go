@@ -28,6 +28,8 @@ type gated struct {
 	// when the run kills straight from the gate.
 	inner  Group
 	marked map[proc.ID]bool
+	// lineage is the gate's lineage count at the last Populated.
+	lineage uint64
 }
 
 // OpenGated wraps an attached gate as the run's Group. With hold, or
@@ -35,6 +37,9 @@ type gated struct {
 // moved into a group opened as Open(fs, Auto, name) would.
 func OpenGated(fs proc.FS, gt *gate.Gate, hold bool, name string) (Group, string, error) {
 	g := &gated{gate: gt, files: gt.Files > 0, marked: map[proc.ID]bool{}}
+	if c, err := gt.Counters(); err == nil {
+		g.lineage = c.Lineage
+	}
 	why := "the gate is attached: the chain cannot fork or exec, so its set is fixed; killed by the gate's own kill (one pass in the kernel), with no move"
 	if !hold && len(GroupDirs(name)) == 0 {
 		return g, why, nil
@@ -130,11 +135,24 @@ func (g *gated) Kill() error {
 	return err
 }
 
+// Populated: the gate's set is in no group, so no group can say whether
+// it gained a member. A fork that was in flight when the gate attached
+// can complete late under load (seen in CI: one process of a churning
+// chain alive after zero was confirmed by two empty scans), and every
+// child of the chain is counted by the gate's lineage program: a birth
+// since the last look counts as populated, so the rounds look and kill
+// again before they confirm zero.
 func (g *gated) Populated() (bool, error) {
 	if g.inner != nil {
 		return g.inner.Populated()
 	}
-	return false, nil
+	c, err := g.gate.Counters()
+	if err != nil {
+		return false, nil
+	}
+	born := c.Lineage != g.lineage
+	g.lineage = c.Lineage
+	return born, nil
 }
 
 func (g *gated) Remove() error {
