@@ -228,7 +228,7 @@ func TestGateFollowsAChainThatExecsAnotherBinary(t *testing.T) {
 	// read is a builtin: the leader waits without forking, then execs
 	// the other copy, which forks in a loop.
 	script := "read x < " + fifo + "; exec " + other + " -c 'while :; do /bin/true; done'"
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "alt-a", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second,
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "alt-a", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second,
 		Command: []string{"/bin/sh", "-c", script}})
 	g := attach(t, fileOf(t, c.Path))
 	release(t, fifo)
@@ -305,7 +305,7 @@ func refusedExec(t *testing.T, g *Gate, c *containtest.Chain, file string, which
 // before its first instruction, and then gated.
 func TestGateStopsAnExecOfTheTarget(t *testing.T) {
 	fifo, target := shellAndSignal(t, "target")
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second,
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second,
 		Command: []string{"/bin/sh", "-c", "read x < " + fifo + "; exec " + target + " -c 'while :; do /bin/true; done'"}})
 	g := attach(t, fileOf(t, target))
 	release(t, fifo)
@@ -331,8 +331,8 @@ func TestGateStopsAnExecOfTheTarget(t *testing.T) {
 // process that is not marked keeps forking.
 func TestMarkGatesAProcessByPid(t *testing.T) {
 	loop := []string{"/bin/sh", "-c", "while :; do /bin/true; done"}
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second, Command: loop})
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second, Command: loop, Dir: t.TempDir()})
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second, Command: loop})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second, Command: loop, Dir: t.TempDir()})
 	g := attach(t)
 	st, err := proc.Default.ReadStat(c.Leader)
 	if err != nil {

@@ -21,8 +21,8 @@ import (
 // of an identical loop that is not marked are not.
 func TestLineageMarksChildrenOfAGatedProcess(t *testing.T) {
 	loop := []string{"/bin/sh", "-c", "while :; do /bin/sleep 0.2; done"}
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second, Command: loop})
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 60 * time.Second, Command: loop, Dir: t.TempDir()})
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second, Command: loop})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "loop", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second, Command: loop, Dir: t.TempDir()})
 	g := loadOnly(t)
 	l, err := link.AttachTracing(link.TracingOptions{Program: g.core[0]}) // gate_fork
 	if err != nil {

@@ -56,7 +56,7 @@ func config(t *testing.T, m freeze.Method, paths ...string) Config {
 		spec.Targets = append(spec.Targets, target(t, p))
 	}
 	t.Cleanup(func() { removeLeftGroups(t, freeze.GroupName(spec)) })
-	return Config{FS: proc.Default, Spec: spec, Method: m, Rounds: 20, Timeout: 60 * time.Second, RoundWait: 3 * time.Second}
+	return Config{FS: proc.Default, Spec: spec, Method: m, Rounds: 20, Timeout: 300 * time.Second, RoundWait: 3 * time.Second}
 }
 
 // removeLeftGroups removes a group that a failed run left behind. Its
@@ -150,7 +150,7 @@ func TestStopOrderReachesZero(t *testing.T) {
 
 func TestTimelineStepsInOrder(t *testing.T) {
 	requireRoot(t)
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 60 * time.Second})
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 300 * time.Second})
 	c.WaitPopulation(200, 90*time.Second)
 	raise(t)
 	path := filepath.Join(t.TempDir(), "timeline.jsonl")
@@ -205,7 +205,7 @@ func TestHoldThenRunReusesOneGroup(t *testing.T) {
 }
 
 func holdThenRun(t *testing.T, m freeze.Method) {
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second})
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second})
 	c.WaitPopulation(300, 90*time.Second)
 	raise(t)
 	cfg := config(t, m, c.Path)
@@ -252,7 +252,7 @@ func holdThenRun(t *testing.T, m freeze.Method) {
 
 func TestDryRunChangesNothing(t *testing.T) {
 	requireRoot(t)
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 60 * time.Second})
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 300 * time.Second})
 	c.WaitPopulation(100, 90*time.Second)
 	cfg := config(t, freeze.Auto, c.Path)
 	cfg.DryRun = true
