@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"freeze/internal/safedir"
 )
 
 // Revoking exec: the incident behind freeze was ended by removing the
@@ -159,12 +161,12 @@ var ErrUntrusted = errors.New("not a revocation freeze would have made")
 // Revoke removes the execute bits, after checking the file is still the
 // one that was checked, and returns r with the change time it then has.
 func Revoke(r Revocation) (Revocation, error) {
-	fd, st, err := openChecked(r, r.Mode)
+	// The inode CheckRevoke checked (its links: CheckRevoke, --force).
+	fd, _, err := openChecked(r, r.Mode)
 	if err != nil {
 		return r, err
 	}
 	defer unix.Close(fd)
-	_ = st // the inode CheckRevoke checked (its links: CheckRevoke, --force)
 	if err := fchmod(fd, r.NewMode); err != nil {
 		return r, fmt.Errorf("chmod %s: %w", r.Path, err)
 	}
@@ -251,14 +253,10 @@ func openChecked(r Revocation, mode uint32) (int, unix.Stat_t, error) {
 	return fd, st, nil
 }
 
-// openNoSymlinks opens path O_PATH, refusing a symlink in any component
-// (openat2, Linux 5.6; before it, O_NOFOLLOW guards the last one).
+// openNoSymlinks opens path O_PATH with no symlink in any component
+// (safedir.OpenNoSymlinks), saying so when one was there.
 func openNoSymlinks(path string) (int, error) {
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
-	if errors.Is(err, unix.ENOSYS) {
-		fd, err = unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	}
+	fd, err := safedir.OpenNoSymlinks(path)
 	if errors.Is(err, unix.ELOOP) {
 		return -1, fmt.Errorf("%s: a symbolic link in the path; freeze acts only on the file it resolved: %w", path, ErrChanged)
 	}

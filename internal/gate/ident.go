@@ -3,12 +3,13 @@ package gate
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"unsafe"
 
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"freeze/internal/safedir"
 )
 
 // identBatch is how many files are held open at once while their
@@ -52,7 +53,7 @@ func (g *Gate) readBatch(files []File, ids []gateFileId, errs []error) {
 	}()
 	for i, f := range files {
 		fds[i], ids[i] = -1, fileID(f.Stat)
-		fd, err := openNoSymlinks(f.Path)
+		fd, err := safedir.OpenNoSymlinks(f.Path)
 		if err != nil {
 			errs[i] = fmt.Errorf("gate: open %s: %w", f.Path, err)
 			continue
@@ -87,20 +88,6 @@ func (g *Gate) readBatch(files []File, ids []gateFileId, errs []error) {
 			ids[i] = id
 		}
 	}
-}
-
-// openNoSymlinks opens path O_PATH, following no symlink in any
-// component (openat2 RESOLVE_NO_SYMLINKS, Linux 5.6; before it
-// O_NOFOLLOW guards the last one): a directory of the chain's owner
-// swapped for a symlink between the walk and the gate's open is not
-// followed.
-func openNoSymlinks(path string) (int, error) {
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
-	if errors.Is(err, unix.ENOSYS) {
-		fd, err = unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	}
-	return fd, err
 }
 
 // readIdent runs the identity reader once: the kernel identity of every

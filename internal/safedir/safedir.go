@@ -1,9 +1,10 @@
-// Package safedir makes and checks the directories freeze keeps its own
-// state in (timelines, run locks): a directory another user made first,
+// Package safedir holds the file opens freeze makes as root on paths
+// another user may control: the directories freeze keeps its own state
+// in (timelines, run locks), where a directory another user made first,
 // or can write, or that is a symlink, lets that user plant a symlink, a
-// FIFO or a forged record where root writes or reads. It never follows a
-// symlink at the directory itself, and never changes a directory it did
-// not make.
+// FIFO or a forged record; and files opened without following a symlink
+// anywhere in their path. It never follows a symlink at what it checks,
+// and never changes a directory it did not make.
 package safedir
 
 import (
@@ -44,4 +45,16 @@ func Ensure(dir string) error {
 		return fmt.Errorf("%s is writable by group or others (mode %#o): chmod 700 it: %w", dir, st.Mode&0o777, ErrUnsafe)
 	}
 	return nil
+}
+
+// OpenNoSymlinks opens path O_PATH, following no symlink in any component
+// (openat2 RESOLVE_NO_SYMLINKS, Linux 5.6; before it, O_NOFOLLOW guards
+// the last one). The caller fstats the descriptor and acts on it.
+func OpenNoSymlinks(path string) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	return fd, err
 }
