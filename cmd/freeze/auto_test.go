@@ -103,7 +103,7 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 		if tl, _ := e["timeline"].(string); tl != "" {
 			t.Cleanup(func() { os.Remove(tl) })
 		}
-		if e["outcome"] != "held" || e["exit"] != 0.0 {
+		if e["outcome"] != "hold" || e["exit"] != 0.0 {
 			t.Fatalf("the automatic run: %v\n%s", e, g.Stderr())
 		}
 		words, _ := e["request"].([]any)

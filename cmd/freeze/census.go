@@ -99,7 +99,7 @@ func runCensus(o out, args []string) int {
 		if err != nil {
 			o.warnf("census: the guard's log in %s: %v; its metrics may be incomplete", *runDir, err)
 		}
-		if err := metrics.Write(o.stdout, r, guardMetrics(st)); err != nil {
+		if err := metrics.Write(o.stdout, r, st.Metrics()); err != nil {
 			o.errorf("census: %v", err)
 			return exitSurvivors
 		}
@@ -110,6 +110,13 @@ func runCensus(o out, args []string) int {
 		fmt.Fprintln(o.stdout, string(b))
 		return exitZero
 	}
+	printCensus(o, r)
+	return exitZero
+}
+
+// printCensus prints a census as text: the verdict, the table, the
+// suspects, the ports held open, and the command for the top suspect.
+func printCensus(o out, r *census.Report) {
 	w := o.stdout
 	fmt.Fprintln(w, r.Verdict)
 	fmt.Fprintln(w, r.PidLine)
@@ -153,7 +160,6 @@ func runCensus(o out, args []string) int {
 	if r.Command != "" {
 		fmt.Fprintf(w, "\nto stop the top suspect:\n  %s\n", r.Command)
 	}
-	return exitZero
 }
 
 func age(s float64) string {
@@ -164,10 +170,4 @@ func age(s float64) string {
 		return fmt.Sprintf("%.0fm", s/60)
 	}
 	return fmt.Sprintf("%.0fs", s)
-}
-
-// guardMetrics is what a guard's stats add to the metrics.
-func guardMetrics(s guard.Stats) *metrics.Guard {
-	return &metrics.Guard{Armed: s.Armed, Runs: s.Runs, LastRun: s.LastRun,
-		LastZero: time.Duration(s.LastZeroMS * float64(time.Millisecond)), ForksRefused: s.GateForks, ExecsRefused: s.GateExecs}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"freeze/internal/containtest"
+	"freeze/internal/timeline"
 )
 
 // parseExposition parses the text format with Prometheus' own parser.
@@ -148,6 +149,7 @@ func TestGuardMetricsFile(t *testing.T) {
 	if left := c.Survivors(); len(left) > 0 {
 		t.Fatalf("%d of the chain alive after zero", len(left))
 	}
+	gateCounts(t, dir, tl, read())
 	// The command line's census reads the same from the guard's lock and
 	// log.
 	out, err := exec.Command(bin, "census", "--format", "prometheus", "--sample", "10ms", "--run-dir", dir).Output()
@@ -175,5 +177,32 @@ func TestGuardMetricsFile(t *testing.T) {
 	}
 	if strings.Contains(g.Stderr(), "warning: metrics file") {
 		t.Errorf("the guard warned about its metrics file:\n%s", g.Stderr())
+	}
+}
+
+// gateCounts checks that a gated request's counts reach the guard's log
+// and its metrics as the run's timeline has them. The chain forks every
+// 50 ms at its cap, so the gate stops some of its forks: 0 is the old bug,
+// where the log read an in-memory count as the wrong type and wrote 0.
+func gateCounts(t *testing.T, dir, tl string, mfs map[string]*dto.MetricFamily) {
+	t.Helper()
+	events, err := timeline.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := timeline.Summarize("", tl, events)
+	if h.Method != "bpf" {
+		t.Logf("the run used %s, not the gate: no gate counts to check", h.Method)
+		return
+	}
+	if h.GateForks == 0 {
+		t.Fatalf("the gated run's timeline counts 0 forks stopped of a chain that forks every 50 ms")
+	}
+	e := waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["timeline"] == tl })
+	if got, _ := e["gate_forks"].(float64); uint64(got) != h.GateForks {
+		t.Errorf("guard.log says gate_forks %v; the run's timeline says %d", e["gate_forks"], h.GateForks)
+	}
+	if got, _ := value(mfs, "freeze_gate_forks_refused_total", "", ""); uint64(got) != h.GateForks {
+		t.Errorf("freeze_gate_forks_refused_total %v; the run's timeline says %d", got, h.GateForks)
 	}
 }

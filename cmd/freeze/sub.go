@@ -14,8 +14,8 @@ import (
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
 	"freeze/internal/guard"
+	"freeze/internal/incident"
 	"freeze/internal/match"
-	"freeze/internal/stop"
 	"freeze/internal/timeline"
 	"freeze/runbooks"
 )
@@ -158,91 +158,33 @@ Options:
         --fleet DIR       a directory of collected timelines; repeatable
 `
 
-func runDrill(o out, args []string) int {
-	fl := pflag.NewFlagSet("freeze drill", pflag.ContinueOnError)
-	fl.SetOutput(io.Discard)
-	size := fl.Int("size", 300, "")
-	shape := fl.String("shape", "tree", "")
-	method := fl.StringP("method", "m", "auto", "")
-	tpath := fl.StringP("timeline", "t", "", "")
-	timeout := fl.Duration("timeout", defaultTimeout, "")
-	via := fl.String("guard", "", "")
-	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
-	help := fl.BoolP("help", "h", false, "")
-	if err := fl.Parse(args); err != nil {
-		o.errorf("drill: %v", err)
-		o.hintf("freeze drill [--size N] [--shape tree|line|churn] [--method M] [--timeline FILE]")
-		return exitUsage
-	}
-	if *help {
-		fmt.Fprint(o.stdout, drillUsage)
-		return exitZero
-	}
-	switch *shape {
-	case "tree", "line", "churn":
-	default:
-		o.errorf("drill: unknown --shape %q", *shape)
-		o.hintf("use tree (every process keeps forking), line (each hop hands off to the next) or churn (each starts two and exits)")
-		return exitUsage
-	}
-	if *size < 1 || *size > drill.MaxSize {
-		o.errorf("drill: --size %d: choose 1 to %d", *size, drill.MaxSize)
-		return exitUsage
-	}
-	m, err := freeze.ParseMethod(*method, false)
-	if err != nil {
-		o.errorf("drill: unknown --method %q", *method)
-		o.hintf("use auto, bpf, cgroup2, cgroup1 or sigstop")
-		return exitUsage
-	}
-	var ask func([]string) (guard.Result, error)
-	switch *via {
-	case "":
-	case "fifo":
-		ask = func(words []string) (guard.Result, error) {
-			if *tpath != "" {
-				words = append(words, "--timeline", strings.TrimSuffix(*tpath, ".jsonl")+"-guard.jsonl")
-			}
-			o.sayf("drill: asking the guard at %s through its FIFO: echo %s > %s", *runDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(*runDir, guard.AskName))
-			return guard.AskFIFO(*runDir, words, *timeout+30*time.Second)
-		}
-	case "socket":
-		ask = func(words []string) (guard.Result, error) {
-			// The guard's run writes its own timeline, beside the drill's.
-			tl := ""
-			if *tpath != "" {
-				tl = strings.TrimSuffix(*tpath, ".jsonl") + "-guard.jsonl"
-				words = append(words, "--timeline", tl)
-			}
-			o.sayf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", *runDir)
-			code, err := guard.Ask(*runDir, words, o.stderr, o.stderr)
-			outcome := "zero"
-			if code != 0 {
-				outcome = fmt.Sprintf("exit %d", code)
-			}
-			return guard.Result{Code: code, Outcome: outcome, Timeline: tl}, err
-		}
-	default:
-		o.errorf("drill: --guard %q: use fifo or socket", *via)
-		o.hintf("start one first: freeze guard (or systemctl start freeze-guard)")
-		return exitUsage
-	}
+type drillFlags struct {
+	size          int
+	shape, method string
+	timeline      string
+	timeout       time.Duration
+	via, runDir   string
+}
 
-	raised, _ := raise()
+func runDrill(o out, args []string) int {
+	f, m, code := parseDrillFlags(o, args)
+	if code >= 0 {
+		return code
+	}
 	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
 	var rec *timeline.Recorder
-	if *tpath == "" {
-		rec = defaultTimeline(o, "drill")
-		*tpath = rec.Path() // the guard's run writes its own beside it
+	if f.timeline == "" {
+		rec = incident.DefaultTimeline("drill", o.incident())
+		f.timeline = rec.Path() // the guard's run writes its own beside it
 	} else {
-		rec = openTimeline(o, *tpath)
+		rec = incident.OpenTimeline(f.timeline, o.incident())
 	}
-	rep, err := drill.Run(drill.Config{Size: *size, Shape: *shape, Method: m, Timeout: *timeout, Rounds: defaultRounds, Priority: raised, Ask: ask},
+	rep, err := drill.Run(drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Ask: drillAsk(o, f), Out: o.incident()},
 		rec, func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) })
-	ok := err == nil && rep.StopErr == nil && rep.Outcome.Kind == stop.Zero && len(rep.Leftovers) == 0
+	ok := err == nil && rep.StopErr == nil && rep.Ended == timeline.StepZero && len(rep.Leftovers) == 0
 	rec.Record(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
 		timeline.F{"passed": ok, "reached": rep.Reached, "leftovers": rep.Leftovers})
-	closeTimeline(o, rec)
+	incident.CloseTimeline(rec, o.incident())
 	if err != nil {
 		o.errorf("drill: %v", err)
 	}
@@ -257,7 +199,7 @@ func runDrill(o out, args []string) int {
 		return exitSurvivors
 	}
 	if rep.Guard != nil {
-		o.sayf("drill passed: %d processes contained to zero in %v by the guard (through its %s); nothing left behind; the guard's timeline: %s", rep.Reached, rep.Incident.Round(time.Millisecond), *via, rep.Guard.Timeline)
+		o.sayf("drill passed: %d processes contained to zero in %v by the guard (through its %s); nothing left behind; the guard's timeline: %s", rep.Reached, rep.Incident.Round(time.Millisecond), f.via, rep.Guard.Timeline)
 	} else {
 		o.sayf("drill passed: %d processes contained to zero in %v with --method %s; nothing left behind", rep.Reached, rep.Incident.Round(time.Millisecond), rep.Outcome.Group.Method())
 	}
@@ -266,6 +208,83 @@ func runDrill(o out, args []string) int {
 		o.sayf("timeline: %s (render it with: freeze timeline %s)", rec.Path(), rec.Path())
 	}
 	return exitZero
+}
+
+// parseDrillFlags parses and checks the drill's flags; a code of -1 means
+// go on.
+func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
+	var f drillFlags
+	fl := pflag.NewFlagSet("freeze drill", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	fl.IntVar(&f.size, "size", 300, "")
+	fl.StringVar(&f.shape, "shape", "tree", "")
+	fl.StringVarP(&f.method, "method", "m", "auto", "")
+	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
+	fl.DurationVar(&f.timeout, "timeout", incident.Defaults.Timeout, "")
+	fl.StringVar(&f.via, "guard", "", "")
+	fl.StringVar(&f.runDir, "run-dir", guard.DefaultRunDir, "")
+	help := fl.BoolP("help", "h", false, "")
+	if err := fl.Parse(args); err != nil {
+		o.errorf("drill: %v", err)
+		o.hintf("freeze drill [--size N] [--shape tree|line|churn] [--method M] [--timeline FILE]")
+		return f, "", exitUsage
+	}
+	if *help {
+		fmt.Fprint(o.stdout, drillUsage)
+		return f, "", exitZero
+	}
+	m, err := freeze.ParseMethod(f.method, false)
+	switch {
+	case f.shape != "tree" && f.shape != "line" && f.shape != "churn":
+		o.errorf("drill: unknown --shape %q", f.shape)
+		o.hintf("use tree (every process keeps forking), line (each hop hands off to the next) or churn (each starts two and exits)")
+	case f.size < 1 || f.size > drill.MaxSize:
+		o.errorf("drill: --size %d: choose 1 to %d", f.size, drill.MaxSize)
+	case err != nil:
+		o.errorf("drill: unknown --method %q", f.method)
+		o.hintf("use auto, bpf, cgroup2, cgroup1 or sigstop")
+	case f.via != "" && f.via != "fifo" && f.via != "socket":
+		o.errorf("drill: --guard %q: use fifo or socket", f.via)
+		o.hintf("start one first: freeze guard (or systemctl start freeze-guard)")
+	default:
+		return f, m, -1
+	}
+	return f, "", exitUsage
+}
+
+// drillAsk is how the drill hands its stop order to a running guard
+// (--guard fifo|socket), nil to run it here. The guard's run writes its
+// own timeline, beside the drill's.
+func drillAsk(o out, f drillFlags) func([]string) (guard.Result, error) {
+	guardTimeline := func(words []string) ([]string, string) {
+		if f.timeline == "" {
+			return words, ""
+		}
+		tl := strings.TrimSuffix(f.timeline, ".jsonl") + "-guard.jsonl"
+		return append(words, "--timeline", tl), tl
+	}
+	switch f.via {
+	case "fifo":
+		return func(words []string) (guard.Result, error) {
+			words, _ = guardTimeline(words)
+			o.sayf("drill: asking the guard at %s through its FIFO: echo %s > %s", f.runDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(f.runDir, guard.AskName))
+			return guard.AskFIFO(f.runDir, words, f.timeout+30*time.Second)
+		}
+	case "socket":
+		return func(words []string) (guard.Result, error) {
+			words, tl := guardTimeline(words)
+			o.sayf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", f.runDir)
+			code, err := guard.Ask(f.runDir, words, o.stderr, o.stderr)
+			outcome := string(timeline.StepZero)
+			if events, rerr := timeline.ReadFile(tl); rerr == nil {
+				outcome = timeline.Summarize("", tl, events).Outcome
+			} else if code != 0 {
+				outcome = fmt.Sprintf("exit %d", code)
+			}
+			return guard.Result{Code: code, Outcome: outcome, Timeline: tl}, err
+		}
+	}
+	return nil
 }
 
 const drillUsage = `Usage:
@@ -308,19 +327,12 @@ func runRestore(o out, args []string) int {
 		o.hintf("freeze restore --timeline FILE (the run printed the exact command)")
 		return exitUsage
 	}
-	// Restore chmods what the timeline names: only a timeline that root
-	// or the caller wrote, read whole, with every line parsed.
-	events, err := timeline.ReadTrusted(*path, os.Getuid())
+	revs, err := incident.Revoked(*path, os.Getuid())
 	if err != nil {
 		o.errorf("restore: timeline %s: %v", *path, err)
 		if errors.Is(err, timeline.ErrUntrusted) {
 			o.hintf("restore takes only a timeline owned by root (or you), not writable by others: the one the run printed")
 		}
-		return exitUsage
-	}
-	revs, err := stop.Revocations(events)
-	if err != nil {
-		o.errorf("restore: timeline %s: %v", *path, err)
 		return exitUsage
 	}
 	if len(revs) == 0 {

@@ -105,7 +105,26 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 		r.MemLine = memLine(*mi.MemTotal, *mi.MemAvailable)
 	}
 
-	uptime := uptimeTicks(fs)
+	list := rowsOf(a, b, elapsed, uptimeTicks(fs))
+	if len(list) > top {
+		list = list[:top]
+	}
+	for i := range list {
+		if list[i].Suspect {
+			list[i].Command = command(fs, &list[i], b)
+		}
+	}
+	if len(list) > 0 && list[0].Suspect {
+		r.Command = list[0].Command
+	}
+	r.Rows = list
+	r.Ports, r.Notes = ports(fs.Root, b)
+	return r, nil
+}
+
+// rowsOf sums two snapshots taken elapsed seconds apart into one row per
+// executable (by identity), suspects first, then by count.
+func rowsOf(a, b map[int]snap, elapsed float64, uptime uint64) []Row {
 	rows := map[rowKey]*Row{}
 	groups := map[rowKey]map[int]bool{}
 	sessions := map[rowKey]map[int]bool{}
@@ -153,20 +172,7 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 		}
 		return list[i].Exe < list[j].Exe
 	})
-	if len(list) > top {
-		list = list[:top]
-	}
-	for i := range list {
-		if list[i].Suspect {
-			list[i].Command = command(fs, &list[i], b)
-		}
-	}
-	if len(list) > 0 && list[0].Suspect {
-		r.Command = list[0].Command
-	}
-	r.Rows = list
-	r.Ports, r.Notes = ports(fs.Root, b)
-	return r, nil
+	return list
 }
 
 // orphaned: re-parented to PID 1, or to a subreaper, which shows as a

@@ -604,7 +604,10 @@ func (c *Chain) cleanup() {
 	reap()
 }
 
-// userProcesses counts the processes of uid.
+// userProcesses counts the tasks of uid: RLIMIT_NPROC counts threads
+// too (the kernel's ucounts count every task), so a cap set above the
+// processes alone left a multi-threaded test binary's threads eating the
+// chain's share, and a chain capped at 100 stopped near 90.
 func userProcesses(uid int) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
@@ -614,7 +617,8 @@ func userProcesses(uid int) int {
 		}
 		if info, err := e.Info(); err == nil {
 			if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid {
-				n++
+				tasks, _ := os.ReadDir("/proc/" + e.Name() + "/task")
+				n += max(1, len(tasks))
 			}
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
 	"freeze/internal/guard"
+	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
@@ -53,22 +54,25 @@ const (
 type Config struct {
 	// Ask, if set, hands the stop order to a running guard (freeze drill
 	// --guard) instead of running it here.
-	Ask      func(words []string) (guard.Result, error)
-	Size     int
-	Shape    string // tree, line, churn
-	Method   freeze.Method
-	Timeout  time.Duration
-	Rounds   int
-	Priority []string
+	Ask     func(words []string) (guard.Result, error)
+	Size    int
+	Shape   string // tree, line, churn
+	Method  freeze.Method
+	Timeout time.Duration
+	// Out takes what the run says while it runs, as an incident's would.
+	Out incident.Output
 }
 
 // Report is what the drill found.
 type Report struct {
-	Support     []string // what this machine supports
-	WouldUse    freeze.Method
-	Root        bool
-	Cap         string // how the chain was capped
-	Reached     int    // population when the stop order started
+	Support  []string // what this machine supports
+	WouldUse freeze.Method
+	Root     bool
+	Cap      string // how the chain was capped
+	Reached  int    // population when the stop order started
+	// Ended is how the stop order ended, in the timeline's words; Outcome
+	// is the run's own report of it (empty through a guard).
+	Ended       timeline.Step
 	Outcome     stop.Outcome
 	Guard       *guard.Result // the guard's answer, with Config.Ask
 	Leftovers   []string
@@ -160,39 +164,51 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 		method = freeze.Auto
 	}
 	t0 := time.Now()
+	spec := match.Spec{Targets: []match.Target{tg}}
 	if c.Ask != nil {
-		// Through a running guard: the request as an operator would make
-		// it; the guard's own timeline has the run.
-		words := []string{"--path", ch.path, "--method", string(method), "--timeout", c.Timeout.String()}
-		res, err := c.Ask(words)
-		rep.Guard, rep.StopErr = &res, err
-		if err == nil && (res.Code != 0 || res.Outcome != "zero") {
-			rep.StopErr = fmt.Errorf("the guard's run ended %q, exit %d (its timeline: %s)", res.Outcome, res.Code, res.Timeline)
-		}
-		if err == nil {
-			rep.Outcome.Kind = stop.Zero
-			if events, err := timeline.ReadFile(res.Timeline); err == nil {
-				rep.Outcome.GatePrograms = timeline.GatePrograms(events)
-			}
-		}
+		rep.Ended, rep.StopErr = askGuard(c, ch.path, method, &rep)
 	} else {
-		rep.Outcome, rep.StopErr = stop.Run(stop.Config{
-			FS: proc.Default, Spec: match.Spec{Targets: []match.Target{tg}}, Method: method,
-			Rounds: c.Rounds, Timeout: c.Timeout, RoundWait: 3 * time.Second,
-			Command: append([]string{"freeze", "--path", ch.path}, "(drill)"), Priority: c.Priority,
-		}, rec)
+		// The incident's own path, with the incident's refusals, lift,
+		// lock and record: the drill practises what an incident runs.
+		r := incident.RunOn(incident.Request{
+			Spec: spec, Method: method,
+			Limits:  incident.Limits{Rounds: incident.Defaults.Rounds, Timeout: c.Timeout, RoundWait: incident.Defaults.RoundWait},
+			Command: []string{"freeze", "--path", ch.path, "(drill)"},
+		}, rec, c.Out)
+		rep.Ended, rep.Outcome, rep.StopErr = r.Outcome, r.Stop, r.Err
+		if r.Outcome != timeline.StepZero && r.Err == nil {
+			rep.StopErr = fmt.Errorf("the run ended %s", r.Outcome)
+		}
 	}
 	rep.Incident = time.Since(t0)
 	if left := ch.live(); len(left) > 0 {
 		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("%d chain processes alive after the stop order: %v", len(left), head(left, 10)))
 	}
-	for _, dir := range freeze.GroupDirs(freeze.GroupName(match.Spec{Targets: []match.Target{tg}})) {
+	for _, dir := range freeze.GroupDirs(freeze.GroupName(spec)) {
 		rep.Leftovers = append(rep.Leftovers, "freeze group left: "+dir)
 	}
 	for _, id := range gate.StillLoaded(rep.Outcome.GatePrograms, 5*time.Second) {
 		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("BPF program %d still loaded (bpftool prog show id %d)", id, id))
 	}
 	return rep, nil
+}
+
+// askGuard hands the stop order to a running guard: the request as an
+// operator would make it; the guard's own timeline has the run.
+func askGuard(c Config, path string, method freeze.Method, rep *Report) (timeline.Step, error) {
+	words := []string{"--path", path, "--method", string(method), "--timeout", c.Timeout.String()}
+	res, err := c.Ask(words)
+	rep.Guard = &res
+	if err != nil {
+		return "", err
+	}
+	if res.Code != 0 || res.Outcome != string(timeline.StepZero) {
+		return timeline.Step(res.Outcome), fmt.Errorf("the guard's run ended %q, exit %d (its timeline: %s)", res.Outcome, res.Code, res.Timeline)
+	}
+	if events, err := timeline.ReadFile(res.Timeline); err == nil {
+		rep.Outcome.GatePrograms = timeline.GatePrograms(events)
+	}
+	return timeline.StepZero, nil
 }
 
 // chain is the drill's runaway chain and its cap.

@@ -4,8 +4,10 @@
 // repeats until a scan finds no live match outside that set.
 //
 // Every move goes through a proc.Handle opened after the scan and checked
-// against the start time, so a reused pid is never moved. The package
-// never kills: that is the rounds package's job, against the fixed set.
+// against the start time, so a reused pid is never moved. Each Group also
+// has its own kill of the whole set (cgroup.kill, the gate's kill
+// iterator, a pidfd signal each), but the package never decides to kill:
+// the rounds package calls Kill, round by round, against the fixed set.
 package freeze
 
 import (

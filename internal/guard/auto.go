@@ -45,11 +45,12 @@ type Auto struct {
 
 // AutoEvery is how often the counter is read; AutoAttempts the fork
 // attempts of one executable within one look that make it worth a /proc
-// scan (1,000 a second).
+// scan (1,000 a second); AutoDepth how deep a chain must be its own
+// ancestor.
 const (
 	AutoEvery    = 20 * time.Millisecond
 	AutoAttempts = 20
-	autoDepth    = 3
+	AutoDepth    = 3
 )
 
 // StartAuto attaches the counter.
@@ -130,7 +131,7 @@ func (a *Auto) judge(s suspect) Verdict {
 	v.Live = len(mine)
 	for pid := range mine {
 		d := 1
-		for p := parent[pid]; mine[p] && d < autoDepth; p = parent[p] {
+		for p := parent[pid]; mine[p] && d < AutoDepth; p = parent[p] {
 			d++
 		}
 		v.Depth = max(v.Depth, d)
@@ -142,7 +143,7 @@ func (a *Auto) judge(s suspect) Verdict {
 		v.Why = "no live process of it left"
 	case v.Live <= a.N:
 		v.Why = fmt.Sprintf("%d alive, not more than %d", v.Live, a.N)
-	case v.Depth < autoDepth:
+	case v.Depth < AutoDepth:
 		v.Why = fmt.Sprintf("%d alive but only %d deep (a pool, not a chain)", v.Live, v.Depth)
 	default:
 		var real string

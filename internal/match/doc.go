@@ -4,7 +4,10 @@
 // operator should aim freeze at.
 //
 // A scan reads the exe link and /proc/PID/stat of each process and nothing
-// else; /proc/PID/cmdline is read only for a process that already passed
-// the executable filter, because reading it takes the target's memory-map
-// lock and stalls under a fork bomb. Match never signals or moves anything.
+// else, or, once the stop order has attached the BPF gate, every process
+// in one pass of the gate's task iterator (Scanner.UseTasks), with the
+// same fields; /proc/PID/cmdline is read only for a process that already
+// passed the executable filter, because reading it takes the target's
+// memory-map lock and stalls under a fork bomb. Match never signals or
+// moves anything.
 package match

@@ -7,6 +7,8 @@
 // start time the scan saw, so a signal sent through it reaches that
 // process or none.
 //
-// It must never read /proc/PID/cmdline or anything else that takes the
-// target's memory-map lock: under a fork bomb those reads stall.
+// The hot path never reads /proc/PID/cmdline or anything else that takes
+// the target's memory-map lock: under a fork bomb those reads stall. The
+// one reader of cmdline (Args, in cold.go) is for processes that already
+// matched by their exe link (--arg), never for a whole scan.
 package proc

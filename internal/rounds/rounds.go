@@ -94,47 +94,11 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			continue
 		}
 		empty = 0
-		inside, err := c.Group.Snapshot()
+		r, wait, err := kill(c, res, populated, groupKilled)
 		if err != nil {
 			return out, err
 		}
-		r := Round{N: n, Live: res.Live()}
-		killReached := false
-		// The group's own kill first, whenever anything is alive: a
-		// cgroup's kill of what it holds, the gate's of everything it
-		// gates (which need not be in any group).
-		if populated || res.Live() > 0 {
-			if err := c.Group.Kill(); err != nil {
-				r.GroupErr = err.Error()
-			} else {
-				killReached = c.Group.KillReachesAll()
-			}
-		}
-		// wait: what the round waits to see dead. Members of a group that
-		// reports its population are waited for through it; the rest one
-		// by one (the gate's set is in no group).
-		var wait []proc.ID
-		for _, p := range res.Procs {
-			in := inside(p)
-			if in {
-				r.Inside++
-			}
-			if !in || !populated {
-				wait = append(wait, p.ID)
-			}
-			if in && killReached && !groupKilled[p.ID] {
-				groupKilled[p.ID] = true
-				continue
-			}
-			h, err := c.FS.Open(p.ID)
-			if err != nil {
-				continue // gone, or the pid now belongs to someone else
-			}
-			if h.Signal(unix.SIGKILL) == nil {
-				r.Signaled++
-			}
-			h.Close()
-		}
+		r.N = n
 		waitDeaths(c, wait, minTime(time.Now().Add(c.Wait), c.Deadline))
 		r.Took = time.Since(t0)
 		onRound(r)
@@ -145,7 +109,58 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			break
 		}
 	}
-	// Out of rounds or time: list who is left.
+	return survivors(c, last)
+}
+
+// kill is one round's killing: the group's own kill, then a pidfd
+// SIGKILL for each live match the group kill does not reach. It returns
+// the round so far and what the round waits to see dead.
+func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bool) (Round, []proc.ID, error) {
+	inside, err := c.Group.Snapshot()
+	if err != nil {
+		return Round{}, nil, err
+	}
+	r := Round{Live: res.Live()}
+	killReached := false
+	// The group's own kill first, whenever anything is alive: a cgroup's
+	// kill of what it holds, the gate's of everything it gates (which
+	// need not be in any group).
+	if err := c.Group.Kill(); err != nil {
+		r.GroupErr = err.Error()
+	} else {
+		killReached = c.Group.KillReachesAll()
+	}
+	// wait: what the round waits to see dead. Members of a group that
+	// reports its population are waited for through it; the rest one by
+	// one (the gate's set is in no group).
+	var wait []proc.ID
+	for _, p := range res.Procs {
+		in := inside(p)
+		if in {
+			r.Inside++
+		}
+		if !in || !populated {
+			wait = append(wait, p.ID)
+		}
+		if in && killReached && !groupKilled[p.ID] {
+			groupKilled[p.ID] = true
+			continue
+		}
+		h, err := c.FS.Open(p.ID)
+		if err != nil {
+			continue // gone, or the pid now belongs to someone else
+		}
+		if h.Signal(unix.SIGKILL) == nil {
+			r.Signaled++
+		}
+		h.Close()
+	}
+	return r, wait, nil
+}
+
+// survivors lists who is left when the rounds ran out of rounds or time.
+func survivors(c Config, last match.Result) (Outcome, error) {
+	var out Outcome
 	res, err := c.Scanner.Scan()
 	if err != nil {
 		res = last

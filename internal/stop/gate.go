@@ -52,34 +52,7 @@ func (r *run) gate() error {
 		r.rec.Record(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.F{"error": r.gateWhy, "method_asked": string(r.c.Method)})
 		return nil
 	}
-	var g *gate.Gate
-	var err error
-	spare := r.c.Gate
-	r.c.Gate = nil // taken: used below, or closed
-	preloaded := spare != nil && spare.Kill == kill && r.c.BTF == "" && (form == gate.FormAuto || form == spare.Form)
-	if preloaded {
-		t0 := time.Now()
-		g, err = spare, spare.Fill(files, gate.Exempt(r.c.FS))
-		g.LoadTook = time.Since(t0) // preloaded: only the filling counts
-		if err != nil {
-			g.Close()
-		}
-	} else {
-		if spare != nil {
-			spare.Close()
-		}
-		g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill, Form: form})
-	}
-	if err == nil {
-		if err = g.Attach(); err != nil {
-			g.Close()
-		}
-	}
-	if err == nil {
-		// What only speeds things up loads once the chain is held: the
-		// kill and scan iterators (a preloaded gate has them already).
-		g.LoadExtras()
-	}
+	g, preloaded, err := r.loadGate(files, kill, form)
 	if err != nil {
 		r.gateWhy = gate.Explain(err)
 		r.rec.Record(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: "+r.gateWhy+"; falling back to the cgroup methods", timeline.F{"error": r.gateWhy, "method_asked": string(r.c.Method)})
@@ -93,6 +66,44 @@ func (r *run) gate() error {
 	if os.Getenv("FREEZE_SCAN") != "proc" && g.CanScan() {
 		r.scanner.UseTasks(g.Tasks)
 	}
+	r.recordAttached(g, preloaded, note)
+	return nil
+}
+
+// loadGate fills the caller's spare gate where it fits the run, else
+// loads one, and attaches it; then what only speeds things up loads
+// (the kill and scan iterators), once the chain is held.
+func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Gate, preloaded bool, err error) {
+	spare := r.c.Gate
+	r.c.Gate = nil // taken: used below, or closed
+	preloaded = spare != nil && spare.Kill == kill && r.c.BTF == "" && (form == gate.FormAuto || form == spare.Form)
+	if preloaded {
+		t0 := time.Now()
+		g, err = spare, spare.Fill(files, gate.Exempt(r.c.FS))
+		g.LoadTook = time.Since(t0) // preloaded: only the filling counts
+		if err != nil {
+			g.Close()
+			return nil, preloaded, err
+		}
+	} else {
+		if spare != nil {
+			spare.Close()
+		}
+		if g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill, Form: form}); err != nil {
+			return nil, preloaded, err
+		}
+	}
+	if err = g.Attach(); err != nil {
+		g.Close()
+		return nil, preloaded, err
+	}
+	g.LoadExtras() // a spare has them already: then it does nothing
+	return g, preloaded, nil
+}
+
+// recordAttached records the attached gate: its form, what it took, and
+// what did not load.
+func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 	how := "load"
 	if preloaded {
 		how = "preloaded, filled in"
@@ -122,7 +133,6 @@ func (r *run) gate() error {
 		fields["missing"] = missing
 	}
 	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, fields)
-	return nil
 }
 
 // gateAction is what the gate does to an attempt of the chain.

@@ -21,7 +21,6 @@ func restoreMode(t *testing.T, path string) {
 // --method none (kill rounds alone) then reaches zero: the original
 // incident's order.
 func TestRevokeExecStopsAnExecChain(t *testing.T) {
-	requireRoot(t)
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Exec: true, Cap: 3000, HopCap: 1000000,
 		Timeout: 120 * time.Second, Interval: time.Second})
 	restoreMode(t, c.Path)
@@ -107,7 +106,6 @@ func TestRevokeExecStopsAnExecChain(t *testing.T) {
 // addition to freezing, not a replacement. The chain must go on starting
 // processes after the revocation; how fast is the benchmark's business.
 func TestRevokeExecDoesNotStopAForkOnlyChain(t *testing.T) {
-	requireRoot(t)
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 1000, HopCap: 1000000,
 		Timeout: 90 * time.Second, Interval: 300 * time.Millisecond})
 	restoreMode(t, c.Path)

@@ -1,10 +1,16 @@
 // Package stop is freeze's stop order, end to end, against one chain:
 //
 //  1. match the chain by exact executable (and its descendants);
-//  2. freeze growth: revoke exec where asked, then move every match into a
+//  2. freeze growth: where the kernel allows, the BPF gate is attached
+//     before the first scan, so no process of the chain can complete a
+//     fork, clone or exec and the set is fixed in one step; else (and
+//     for --hold) revoke exec where asked, then move every match into a
 //     frozen group until a scan finds none outside (the fixed set);
 //  3. kill rounds against the fixed set until none remain;
 //  4. confirm zero and record.
+//
+// Its caller is internal/incident, which prepares the process, opens the
+// timeline and catches signals around Run.
 //
 // Run reads as those steps, one function each over a small run state, and
 // every step is recorded in the timeline. The package prints nothing (the

@@ -32,8 +32,14 @@ func requireRoot(t *testing.T) {
 	}
 }
 
+// supported skips a method this machine or this user cannot use. As an
+// ordinary user only sigstop is: the cgroup methods and the gate need
+// root, and the harness caps the chain by RLIMIT_NPROC instead.
 func supported(t *testing.T, m freeze.Method) {
 	t.Helper()
+	if os.Geteuid() != 0 && m != freeze.Sigstop {
+		t.Skipf("%s needs root; as an ordinary user only sigstop is tested", m)
+	}
 	for _, s := range freeze.Probe("") {
 		if s.Method == m && !s.OK {
 			t.Skipf("%s is not available here: %s", m, s.Why)
@@ -107,7 +113,6 @@ func noGroupLeft(t *testing.T, spec match.Spec) {
 // timeouts 300 s: set-up, not assertions. In an emulated VM beside
 // another, a churning chain reached 656 of 700 in 30 s (seen in CI).
 func TestStopOrderReachesZero(t *testing.T) {
-	requireRoot(t)
 	shapes := []struct {
 		name string
 		spec containtest.Spec
@@ -122,8 +127,14 @@ func TestStopOrderReachesZero(t *testing.T) {
 		for _, sh := range shapes {
 			t.Run(string(m)+"/"+sh.name, func(t *testing.T) {
 				supported(t, m)
-				c := containtest.Start(t, sh.spec)
-				decoy := startDecoy(t, c.Dir)
+				// The decoy first, whole: as an ordinary user both chains
+				// share one RLIMIT_NPROC count, and a decoy started beside
+				// a growing chain had its share taken (7 of 20).
+				dir := t.TempDir()
+				decoy := startDecoy(t, dir)
+				spec := sh.spec
+				spec.Dir = dir
+				c := containtest.Start(t, spec)
 				if n := c.WaitPopulation(sh.want, 90*time.Second); n < sh.want {
 					t.Fatalf("chain reached %d processes, want %d", n, sh.want)
 				}
@@ -148,8 +159,9 @@ func TestStopOrderReachesZero(t *testing.T) {
 	}
 }
 
+// The steps in the runbook's order, through the method auto picks: as an
+// ordinary user, sigstop.
 func TestTimelineStepsInOrder(t *testing.T) {
-	requireRoot(t)
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 300 * time.Second})
 	c.WaitPopulation(200, 90*time.Second)
 	raise(t)
@@ -251,7 +263,6 @@ func holdThenRun(t *testing.T, m freeze.Method) {
 }
 
 func TestDryRunChangesNothing(t *testing.T) {
-	requireRoot(t)
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 100, HopCap: 1000000, Timeout: 300 * time.Second})
 	c.WaitPopulation(100, 90*time.Second)
 	cfg := config(t, freeze.Auto, c.Path)
@@ -271,6 +282,33 @@ func TestDryRunChangesNothing(t *testing.T) {
 		if st, err := proc.Default.ReadStat(pid); err == nil && st.State == 'T' {
 			t.Fatalf("pid %d stopped by a dry run", pid)
 		}
+	}
+	noGroupLeft(t, cfg.Spec)
+}
+
+// A target no process runs: the run says so, and changes nothing (no
+// group, no lock of its own left).
+func TestNothingMatched(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "idle")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(t, freeze.Auto, path)
+	rec, _ := timeline.New("", nil)
+	out, err := Run(cfg, rec)
+	if err != nil || out.Kind != NothingMatched || out.Matched != 0 {
+		t.Fatalf("outcome %+v, err %v: want nothing matched", out, err)
+	}
+	var end timeline.Step
+	for _, e := range rec.Events() {
+		if e.Step.Ends() {
+			end = e.Step
+			break
+		}
+	}
+	if end != timeline.StepNothingMatched {
+		t.Fatalf("the record ends with %q, want %q", end, timeline.StepNothingMatched)
 	}
 	noGroupLeft(t, cfg.Spec)
 }

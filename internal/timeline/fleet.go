@@ -48,22 +48,34 @@ type HostRun struct {
 	Events    []Event `json:"-"`
 }
 
+// Freeze's exit codes: the one table, which the usage text ("Exit
+// codes"), the command, the guard and the fleet postmortem all read.
+const (
+	ExitZero      = 0 // zero remain, nothing matched, a dry run, a hold
+	ExitSurvivors = 1 // processes survive, or the run failed
+	ExitUsage     = 2
+	ExitRefused   = 3 // a safety rule refused the run; nothing changed
+	// ExitInterrupted: SIGINT, SIGTERM or SIGHUP ended the run between two
+	// steps; what was frozen stays frozen and the output says how to go on.
+	ExitInterrupted = 4
+)
+
 // ExitCode is the exit code freeze gives for a run that ended with step
-// end, and false for a step that does not end a run. It is the table of
-// freeze's usage text ("Exit codes"); cmd/freeze's tests hold the two
-// together.
+// end, and false for a step that does not end a run. Its words are the
+// outcomes: the command's --json, the guard's log and metrics and this
+// postmortem all say the step that ended the run.
 func ExitCode(end Step) (int, bool) {
 	switch end {
 	case StepZero, StepNothingMatched, StepDryRun, StepHold:
-		return 0, true
+		return ExitZero, true
 	case StepSurvivors, StepMethodFailed, StepFailed:
-		return 1, true
+		return ExitSurvivors, true
 	case StepRefused:
-		return 3, true
+		return ExitRefused, true
 	case StepInterrupted:
-		return 4, true
+		return ExitInterrupted, true
 	case StepDrillEnd:
-		return 0, true // a failed drill exits 1: Summarize reads its verdict
+		return ExitZero, true // a failed drill exits 1: Summarize reads its verdict
 	}
 	return -1, false
 }

@@ -9,9 +9,9 @@ import (
 )
 
 // ReadFile parses a timeline file. A malformed line is an error naming
-// it; a truncated last line (a run cut off mid-write) is not an error:
-// the events before it are returned with Truncated set on the result's
-// last event step "truncated".
+// it, returned with the events before it: a run cut off mid-write leaves
+// a truncated last line, and a caller that can use a partial record
+// (freeze timeline warns, then renders) still has every event before it.
 //
 // The file is opened without blocking and must be a regular file of at
 // most MaxFileSize: freeze timeline and --fleet hung on a FIFO and read

@@ -25,62 +25,94 @@ func Render(w io.Writer, events []Event, format string) error {
 	default:
 		return fmt.Errorf("unknown format %q: use markdown, text or json", format)
 	}
-	md := format == "markdown"
 	if len(events) == 0 {
 		return fmt.Errorf("the timeline has no events")
 	}
-	first, last := events[0], events[len(events)-1]
-	h := func(s string) {
-		if md {
-			fmt.Fprintf(w, "\n### %s\n\n", s)
-		} else {
-			fmt.Fprintf(w, "\n%s\n%s\n", s, strings.Repeat("-", len(s)))
-		}
+	r := renderer{w: w, md: format == "markdown"}
+	r.header(events)
+	r.steps(events)
+	r.rounds(events)
+	if last := events[len(events)-1]; !ended(events) {
+		fmt.Fprintf(w, "\nThis timeline stops early, after step %q at %s: freeze was killed, or is still going.\n", last.Step, last.Time.UTC().Format("15:04:05.000"))
 	}
-	if md {
-		fmt.Fprintf(w, "## freeze timeline, %s\n", first.Time.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// renderer writes one timeline as markdown or as plain text.
+type renderer struct {
+	w  io.Writer
+	md bool
+}
+
+// heading writes a section's heading.
+func (r renderer) heading(s string) {
+	if r.md {
+		fmt.Fprintf(r.w, "\n### %s\n\n", s)
 	} else {
-		fmt.Fprintf(w, "freeze timeline, %s\n", first.Time.UTC().Format(time.RFC3339))
+		fmt.Fprintf(r.w, "\n%s\n%s\n", s, strings.Repeat("-", len(s)))
+	}
+}
+
+// text is s made safe for the format: escaped for markdown, one line for
+// text.
+func (r renderer) text(s string) string {
+	if r.md {
+		return mdText(s)
+	}
+	return oneLine(s)
+}
+
+// header writes the title, the command, the outcome and the method.
+func (r renderer) header(events []Event) {
+	first := events[0]
+	title := "freeze timeline, " + first.Time.UTC().Format(time.RFC3339)
+	if r.md {
+		fmt.Fprintf(r.w, "## %s\n", title)
+	} else {
+		fmt.Fprintf(r.w, "%s\n", title)
 	}
 	if cmd, ok := first.Fields["command"].([]any); ok {
 		var parts []string
 		for _, p := range cmd {
 			parts = append(parts, fmt.Sprint(p))
 		}
-		if md {
-			fmt.Fprintf(w, "\nCommand: %s\n", mdCode(strings.Join(parts, " ")))
+		line := strings.Join(parts, " ")
+		if r.md {
+			fmt.Fprintf(r.w, "\nCommand: %s\n", mdCode(line))
 		} else {
-			fmt.Fprintf(w, "\nCommand: %s\n", oneLine(strings.Join(parts, " ")))
+			fmt.Fprintf(r.w, "\nCommand: %s\n", oneLine(line))
 		}
 	}
-	h("Outcome")
-	fmt.Fprintln(w, outcome(events))
+	r.heading("Outcome")
+	fmt.Fprintln(r.w, outcome(events))
 	for _, e := range events {
 		if e.Step == StepMethod {
-			text := fmt.Sprintf("Method: %v at %v, because: %v", e.Fields["method"], e.Fields["group"], e.Fields["why"])
-			if md {
-				text = mdText(text)
-			} else {
-				text = oneLine(text)
-			}
-			fmt.Fprintf(w, "\n%s\n", text)
+			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Method: %v at %v, because: %v", e.Fields["method"], e.Fields["group"], e.Fields["why"])))
 		}
 	}
-	h("Steps")
-	if md {
-		fmt.Fprintln(w, "| wall time (UTC) | elapsed | step | what happened |")
-		fmt.Fprintln(w, "| --- | ---: | --- | --- |")
+}
+
+// steps writes one line per event.
+func (r renderer) steps(events []Event) {
+	r.heading("Steps")
+	if r.md {
+		fmt.Fprintln(r.w, "| wall time (UTC) | elapsed | step | what happened |")
+		fmt.Fprintln(r.w, "| --- | ---: | --- | --- |")
 	}
 	for _, e := range events {
 		ts := e.Time.UTC().Format("15:04:05.000")
 		el := fmt.Sprintf("%.1f ms", e.ElapsedMS)
-		if md {
-			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", ts, el, mdText(string(e.Step)), mdText(e.Msg))
+		if r.md {
+			fmt.Fprintf(r.w, "| %s | %s | %s | %s |\n", ts, el, mdText(string(e.Step)), mdText(e.Msg))
 		} else {
-			fmt.Fprintf(w, "%s  %10s  %-14s %s\n", ts, el, oneLine(string(e.Step)), oneLine(e.Msg))
+			fmt.Fprintf(r.w, "%s  %10s  %-14s %s\n", ts, el, oneLine(string(e.Step)), oneLine(e.Msg))
 		}
 	}
-	h("Counts per round")
+}
+
+// rounds writes each freeze and kill round's counts.
+func (r renderer) rounds(events []Event) {
+	r.heading("Counts per round")
 	for _, e := range events {
 		if e.Step != StepFreezeRound && e.Step != StepKillRound {
 			continue
@@ -95,15 +127,11 @@ func Render(w io.Writer, events []Event, format string) error {
 			kv = append(kv, fmt.Sprintf("%s=%v", k, e.Fields[k]))
 		}
 		prefix := "- "
-		if !md {
+		if !r.md {
 			prefix = "  "
 		}
-		fmt.Fprintf(w, "%s%s: %s\n", prefix, e.Step, strings.Join(kv, " "))
+		fmt.Fprintf(r.w, "%s%s: %s\n", prefix, e.Step, strings.Join(kv, " "))
 	}
-	if !ended(events) {
-		fmt.Fprintf(w, "\nThis timeline stops early, after step %q at %s: freeze was killed, or is still going.\n", last.Step, last.Time.UTC().Format("15:04:05.000"))
-	}
-	return nil
 }
 
 // ended reports whether any event ends the run.

@@ -1,0 +1,112 @@
+package guard
+
+import (
+	"fmt"
+	"time"
+
+	"freeze/internal/census"
+	"freeze/internal/metrics"
+	"freeze/internal/proc"
+)
+
+// CensusEvery is how often the guard logs one census line: after an
+// incident, the lines before it show what the process table looked like
+// before the chain took over.
+const CensusEvery = time.Minute
+
+// Watcher takes a census every Every when the guard keeps a metrics file
+// (else once a minute), writes the file, and logs one census line a
+// minute.
+type Watcher struct {
+	G       *Guard
+	File    string // the metrics file, "" for none
+	Every   time.Duration
+	Say     func(string)
+	poke    chan struct{} // a request ended
+	lastLog time.Time
+	failed  bool
+}
+
+// Poke asks for a census now: a request ended, and the metrics say what
+// it came to.
+func (w *Watcher) Poke() {
+	select {
+	case w.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes until stop is closed.
+func (w *Watcher) Run(stop <-chan struct{}) {
+	every := CensusEvery
+	if w.File != "" {
+		every = w.Every
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-w.poke:
+			if w.File == "" {
+				continue
+			}
+		}
+		w.Write(true)
+	}
+}
+
+// Write takes a census, logs it if a minute has passed since the last
+// line, and writes the metrics file, if any, with armed as given.
+func (w *Watcher) Write(armed bool) error {
+	sample := time.Second
+	if !armed {
+		sample = time.Millisecond // stopping: do not hold the stop up
+	}
+	r, err := census.Take(proc.Default, sample, 10)
+	if err != nil {
+		return err
+	}
+	if armed && time.Since(w.lastLog) >= CensusEvery {
+		w.lastLog = time.Now()
+		w.logCensus(r)
+	}
+	if w.File == "" {
+		return nil
+	}
+	st := w.G.Stats()
+	st.Armed = armed
+	err = metrics.WriteFile(w.File, r, st.Metrics())
+	// Said once when it starts failing and once when it works again, not
+	// every 15 seconds.
+	if (err != nil) != w.failed {
+		w.failed = err != nil
+		if err != nil {
+			w.Say(fmt.Sprintf("warning: metrics file %s: %v", w.File, err))
+		} else {
+			w.Say("metrics file " + w.File + " is written again")
+		}
+	}
+	return err
+}
+
+func (w *Watcher) logCensus(r *census.Report) {
+	var top []map[string]any
+	for _, row := range r.Rows[:min(5, len(r.Rows))] {
+		top = append(top, map[string]any{"exe": row.Exe, "count": row.Count, "orphaned": row.Orphaned, "appeared": row.Appeared, "vanished": row.Vanished, "suspect": row.Suspect})
+	}
+	w.G.Record("census", map[string]any{"processes": r.Total, "load": r.Load, "pid_space": r.PidLine, "top": top})
+}
+
+// NewWatcher is a watcher of g's; file "" keeps no metrics file.
+func NewWatcher(g *Guard, file string, every time.Duration, say func(string)) *Watcher {
+	return &Watcher{G: g, File: file, Every: every, Say: say, poke: make(chan struct{}, 1)}
+}
+
+// Metrics is what a guard's stats add to the metrics.
+func (s Stats) Metrics() *metrics.Guard {
+	return &metrics.Guard{Armed: s.Armed, Runs: s.Runs, LastRun: s.LastRun,
+		LastZero: time.Duration(s.LastZeroMS * float64(time.Millisecond)), ForksRefused: s.GateForks, ExecsRefused: s.GateExecs}
+}

@@ -1,0 +1,196 @@
+// Package incident is one freeze run, end to end, for every caller: the
+// command line, a guard's request and the drill all hand it a checked
+// Request and get back a typed Report. It prepares the process (the lift,
+// the collector, the hidepid rule, the run lock), records (the timeline's
+// name, its fallback, freeze's peak memory), catches signals for the
+// length of the run, and runs the stop order (internal/stop).
+//
+// Start reading at Run. The package prints nothing: what it has to say
+// goes to the caller's Output, and the words a refusal needs are the
+// caller's (cmd/freeze), from the typed errors here.
+package incident
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"freeze/internal/freeze"
+	"freeze/internal/gate"
+	"freeze/internal/match"
+	"freeze/internal/priority"
+	"freeze/internal/proc"
+	"freeze/internal/stop"
+	"freeze/internal/timeline"
+)
+
+// Limits bound one run.
+type Limits struct {
+	Rounds  int           // kill rounds at most
+	Timeout time.Duration // the whole stop order
+	// RoundWait bounds each round's wait for deaths: cgroup.kill of
+	// 12,000 processes empties the group in about 1.4 s here.
+	RoundWait time.Duration
+}
+
+// Defaults are the limits of a run that asks for none. A run against
+// 12,000 processes takes about two seconds here; a minute leaves room for
+// a machine at its worst.
+var Defaults = Limits{Rounds: 20, Timeout: 60 * time.Second, RoundWait: 3 * time.Second}
+
+// Request is one run, checked by the caller: targets that resolved and
+// passed match.Refuse, a method that parsed, limits in range.
+type Request struct {
+	Spec       match.Spec
+	Method     freeze.Method
+	BTF        string // --btf: the kernel types the gate loads against; "" for the running kernel's
+	Hold       bool
+	DryRun     bool
+	Force      bool
+	RevokeExec bool
+	Disposable []string
+	Limits     Limits
+	// Timeline is where the record goes; "" for a new file in the
+	// caller's state directory, named after the chain (a dry run keeps
+	// it in memory).
+	Timeline string
+	// Command is the run as the operator would type it, for the record
+	// and the run lock.
+	Command []string
+	// Gate, if not nil, is a gate a guard loaded ahead (its spare): the
+	// run owns it from here on.
+	Gate *gate.Gate
+}
+
+// Output takes what a run has to say while it runs.
+type Output struct {
+	Progress func(timeline.Event) // each event, as it is recorded
+	Warn     func(string)         // something went wrong and the run carries on
+	Note     func(string)         // something the operator should know
+}
+
+func (o Output) warn(format string, a ...any) {
+	if o.Warn != nil {
+		o.Warn(fmt.Sprintf(format, a...))
+	}
+}
+
+func (o Output) note(format string, a ...any) {
+	if o.Note != nil {
+		o.Note(fmt.Sprintf(format, a...))
+	}
+}
+
+// Report is how a run ended.
+type Report struct {
+	// Outcome is the step that ended the run, in the timeline's words
+	// (zero, survivors, hold, nothing-matched, dry-run, method-failed,
+	// interrupted, refused, failed): one vocabulary for the command's
+	// JSON, the guard's log, the metrics and the fleet postmortem.
+	Outcome timeline.Step
+	Code    int // the exit code, from timeline.ExitCode
+	Stop    stop.Outcome
+	Err     error // why the run did not reach zero; a refusal before the run is *HidePIDError or *LockedError
+	// Signal names the signal that ended an interrupted run.
+	Signal    string
+	Timeline  string
+	ElapsedMS float64
+	// Summary is the record summed up as the fleet postmortem reads it:
+	// time to zero, the gate's counts.
+	Summary timeline.HostRun
+}
+
+// Run runs one request: it refuses what cannot be done safely, takes the
+// CPU and the run lock, records into a timeline of its own, and closes it.
+func Run(req Request, o Output) Report {
+	if err := refuseHidePID(req.Force, o); err != nil {
+		return refused(err)
+	}
+	raised := Prepare(o)
+	lock, err := takeLock(req, o)
+	if err != nil {
+		return refused(err)
+	}
+	defer lock.Release()
+	var rec *timeline.Recorder
+	switch {
+	case req.Timeline == "" && !req.DryRun:
+		rec = DefaultTimeline(freeze.GroupName(req.Spec), o)
+	default:
+		rec = OpenTimeline(req.Timeline, o)
+	}
+	recordTakeover(lock, rec)
+	rep := run(req, raised, rec)
+	CloseTimeline(rec, o)
+	rep.Timeline = rec.Path()
+	return rep
+}
+
+// RunOn runs one request into a recorder the caller owns and closes (the
+// drill's, which holds the practice chain's lines around the run): the
+// same refusals, lift, lock and record as Run.
+func RunOn(req Request, rec *timeline.Recorder, o Output) Report {
+	if err := refuseHidePID(req.Force, o); err != nil {
+		return refused(err)
+	}
+	raised := Prepare(o)
+	lock, err := takeLock(req, o)
+	if err != nil {
+		return refused(err)
+	}
+	defer lock.Release()
+	recordTakeover(lock, rec)
+	rep := run(req, raised, rec)
+	rep.Timeline = rec.Path()
+	return rep
+}
+
+// run is the stop order between the preparation and the closing of the
+// timeline, with signals caught for its length.
+func run(req Request, raised []string, rec *timeline.Recorder) Report {
+	priority.OnDrop(func(why string) {
+		rec.Record(timeline.StageNone, timeline.StepPriorityDropped, why, timeline.F{"reason": "RLIMIT_RTTIME"})
+	})
+	interrupt, stopWatch := watchSignals(rec)
+	res, err := stop.Run(stop.Config{
+		FS: proc.Default, Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
+		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
+		Command: req.Command, Priority: raised, LiftedAt: liftedAt(),
+		RevokeExec: req.RevokeExec, Disposable: req.Disposable, Force: req.Force,
+		Interrupt: interrupt,
+	}, rec)
+	stopWatch()
+	recordMemory(rec)
+	return report(rec, res, err)
+}
+
+// report reads the run's end off its own record, so the outcome a caller
+// is told is the one the postmortem reads.
+func report(rec *timeline.Recorder, res stop.Outcome, err error) Report {
+	events := rec.Events()
+	h := timeline.Summarize("", rec.Path(), events)
+	rep := Report{Outcome: timeline.Step(h.Outcome), Code: h.Exit, Stop: res, Err: err, Summary: h, Signal: stop.SignalName(res.Signal)}
+	if len(events) > 0 {
+		rep.ElapsedMS = events[len(events)-1].ElapsedMS
+	}
+	if rep.Code < 0 {
+		// A run whose record has no end step: it cannot happen, as every
+		// path of stop.Run ends in one, but an operator must not read a
+		// cut record as success.
+		rep.Outcome, rep.Code = timeline.StepFailed, timeline.ExitSurvivors
+	}
+	return rep
+}
+
+// refused is the report of a run refused before it started: nothing was
+// recorded, nothing changed.
+func refused(err error) Report {
+	return Report{Outcome: timeline.StepRefused, Code: timeline.ExitRefused, Err: err}
+}
+
+// recordMemory records freeze's peak resident memory (VmHWM).
+func recordMemory(rec *timeline.Recorder) {
+	if kib, err := proc.Default.PeakRSS(os.Getpid()); err == nil && kib > 0 {
+		rec.Record(timeline.StageRecord, timeline.StepMemory, fmt.Sprintf("freeze's peak resident memory: %.1f MiB (VmHWM)", float64(kib)/1024), timeline.F{"vm_hwm_kib": kib})
+	}
+}
