@@ -387,8 +387,9 @@ func breakdown(r *Result, t0 time.Time, path string) {
 		return
 	}
 	r.StartupMS = float64(events[0].Time.Sub(t0).Microseconds()) / 1000
-	if at, ok := events[0].Fields["lifted_at"].(string); ok {
-		if lt, err := time.Parse(time.RFC3339Nano, at); err == nil {
+	var start timeline.Start
+	if events[0].Decode(&start) == nil && start.LiftedAt != "" {
+		if lt, err := time.Parse(time.RFC3339Nano, start.LiftedAt); err == nil {
 			r.LiftMS = float64(lt.Sub(t0).Microseconds()) / 1000
 		}
 	}
@@ -397,8 +398,9 @@ func breakdown(r *Result, t0 time.Time, path string) {
 		if e.Step == timeline.StepMemory {
 			// freeze's own peak RSS (VmHWM): a ru_maxrss of the child
 			// would carry this benchmark's own high-water mark.
-			if kib, ok := e.Fields["vm_hwm_kib"].(float64); ok {
-				r.RSSKiB = int64(kib)
+			var m timeline.Memory
+			if e.Decode(&m) == nil {
+				r.RSSKiB = m.VmHWMKiB
 			}
 			continue
 		}

@@ -51,8 +51,8 @@ func runGuard(o out, args []string) int {
 		res *guard.Resident
 		w   *guard.Watcher
 	)
-	g, err := guard.Arm(guard.Config{RunDir: f.runDir, Say: say, Auto: auto, Run: func(words []string, stdout, stderr io.Writer) guard.Result {
-		r := guardRequest(out{stdout, stderr}, words, res)
+	g, err := guard.Arm(guard.Config{RunDir: f.runDir, Say: say, Auto: auto, Run: func(req guard.Asked, stdout, stderr io.Writer) guard.Result {
+		r := guardRequest(out{stdout, stderr}, req, res)
 		w.Poke()       // the metrics say what the run came to
 		res.AfterRun() // a new spare and the collector, while idle
 		return r

@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"freeze/internal/guard"
+	"freeze/internal/proc"
 )
 
 // A request's relative --timeline is refused by the guard, which cannot
@@ -19,10 +24,45 @@ func TestRelativeTimelineOfARequest(t *testing.T) {
 		var stderr bytes.Buffer
 		// /tmp/x/tool does not exist: a request that passes the check
 		// is refused next, as a usage error, before anything runs.
-		res := guardRequest(out{&stderr, &stderr}, strings.Fields(words), nil)
+		res := guardRequest(out{&stderr, &stderr}, guard.Asked{Words: strings.Fields(words)}, nil)
 		said := strings.Contains(stderr.String(), "is relative: the guard does not know your directory")
 		if res.Code != exitUsage || said != relative {
 			t.Errorf("%q: exit %d, refused as relative %v, want exit 2 and %v; said:\n%s", words, res.Code, said, relative, stderr.String())
 		}
+	}
+}
+
+// An automatic request carries the identity of the file the guard
+// judged; a path whose file was replaced since is refused, and nothing
+// runs (#24, finding 4: the words alone named a path its owner could
+// swap between the judging and the run).
+func TestAutoRequestRefusesAReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	judged, err := proc.StatFile(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"--path", tool, "--hold", "--timeline", filepath.Join(dir, "t.jsonl")}
+	var said bytes.Buffer
+	if res := guardRequest(out{&said, &said}, guard.Asked{Words: words, Source: "auto", Judged: &judged}, nil); res.Code != exitZero || res.Outcome != "nothing-matched" {
+		t.Fatalf("the judged file itself: exit %d (%s):\n%s", res.Code, res.Outcome, said.String())
+	}
+	// The swap: another file renamed over the path (made while the
+	// judged one still exists, so its inode differs).
+	other := filepath.Join(dir, "other")
+	if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, tool); err != nil {
+		t.Fatal(err)
+	}
+	said.Reset()
+	res := guardRequest(out{&said, &said}, guard.Asked{Words: words, Source: "auto", Judged: &judged}, nil)
+	if res.Code != exitRefused || !strings.Contains(said.String(), "no longer the file the guard judged") {
+		t.Fatalf("after the swap: exit %d (%s):\n%s", res.Code, res.Outcome, said.String())
 	}
 }

@@ -114,8 +114,8 @@ func runStop(o out, args []string) int {
 // guardRequest is what a guard runs for one request: its words, parsed
 // and checked once, then run here (in the guard), with what the run says
 // going to the asker.
-func guardRequest(o out, words []string, spare *guard.Resident) guard.Result {
-	f, code := parseStopFlags(o, words)
+func guardRequest(o out, asked guard.Asked, spare *guard.Resident) guard.Result {
+	f, code := parseStopFlags(o, asked.Words)
 	if code >= 0 {
 		return guard.Result{Code: code, Outcome: "usage"}
 	}
@@ -129,6 +129,12 @@ func guardRequest(o out, words []string, spare *guard.Resident) guard.Result {
 	req, code := f.request(o)
 	if code != 0 {
 		return guard.Result{Code: code, Outcome: outcomeOf(code)}
+	}
+	if j := asked.Judged; j != nil && (len(req.Spec.Targets) != 1 || req.Spec.Targets[0].File.Dev != j.Dev || req.Spec.Targets[0].File.Ino != j.Ino) {
+		// The guard judged one file; between its judging and this
+		// resolve, the path's owner could have put another there.
+		o.errorf("refused: %s is no longer the file the guard judged (device %d, inode %d); nothing was changed", f.paths[0], j.Dev, j.Ino)
+		return guard.Result{Code: exitRefused, Outcome: outcomeOf(exitRefused)}
 	}
 	req.Gate = spare.TakeSpare()
 	return runHere(o, f, req)

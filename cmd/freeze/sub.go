@@ -182,8 +182,8 @@ func runDrill(o out, args []string) int {
 	rep, err := drill.Run(drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Ask: drillAsk(o, f), Out: o.incident()},
 		rec, func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) })
 	ok := err == nil && rep.StopErr == nil && rep.Ended == timeline.StepZero && len(rep.Leftovers) == 0
-	rec.Record(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
-		timeline.F{"passed": ok, "reached": rep.Reached, "leftovers": rep.Leftovers})
+	rec.RecordOf(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
+		timeline.DrillEnd{Passed: ok, Reached: rep.Reached, Leftovers: rep.Leftovers})
 	incident.CloseTimeline(rec, o.incident())
 	if err != nil {
 		o.errorf("drill: %v", err)

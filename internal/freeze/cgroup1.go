@@ -65,6 +65,8 @@ func (g *cgroup1Group) ThawHint() string {
 func (g *cgroup1Group) Reused() bool    { return g.reused }
 func (g *cgroup1Group) Notes() []string { return nil }
 
+func (g *cgroup1Group) Terms() (string, string) { return cgroupTerms() }
+
 func (g *cgroup1Group) Snapshot() (func(match.Proc) bool, error) { return members(g.dir) }
 
 func (g *cgroup1Group) Move(h *proc.Handle) error {

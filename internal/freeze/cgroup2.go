@@ -99,6 +99,8 @@ func (g *cgroup2Group) ThawHint() string {
 func (g *cgroup2Group) Reused() bool    { return g.reused }
 func (g *cgroup2Group) Notes() []string { return g.notes }
 
+func (g *cgroup2Group) Terms() (string, string) { return cgroupTerms() }
+
 func (g *cgroup2Group) Snapshot() (func(match.Proc) bool, error) { return members(g.dir) }
 
 func (g *cgroup2Group) Move(h *proc.Handle) error {

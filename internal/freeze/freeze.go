@@ -109,7 +109,14 @@ type Group interface {
 	Remove() error
 	// Notes are facts worth a line in the timeline (pids.max set or not).
 	Notes() []string
+	// Terms are the words a round's line says in this set's terms: what
+	// a freeze round does to a match (moved in, marked), and where a kill
+	// round finds it.
+	Terms() (moved, inside string)
 }
+
+// cgroupTerms are the words of every set that moves processes in.
+func cgroupTerms() (moved, inside string) { return "moved in", "in the group" }
 
 // Open makes (or, after --hold, reuses) the group for name with method m.
 // With Auto it tries each method in turn and says why it took the one it
@@ -332,3 +339,4 @@ func (noneGroup) Kill() error                { return nil }
 func (noneGroup) Populated() (bool, error)   { return false, nil }
 func (noneGroup) Remove() error              { return nil }
 func (noneGroup) Notes() []string            { return nil }
+func (noneGroup) Terms() (string, string)    { return cgroupTerms() }

@@ -162,6 +162,12 @@ func (g *gated) Remove() error {
 	return nil
 }
 
+// Terms: the gate marks a match and kills what it gates in one pass in
+// the kernel.
+func (g *gated) Terms() (string, string) {
+	return "marked", "held by the gate, killed by its iterator"
+}
+
 func (g *gated) Notes() []string {
 	notes := []string{fmt.Sprintf("gate knows %d file(s) by identity", g.gate.Files)}
 	if g.inner != nil {

@@ -21,15 +21,16 @@ type sigstopGroup struct {
 
 func newSigstop(fs proc.FS) *sigstopGroup { return &sigstopGroup{fs: fs} }
 
-func (g *sigstopGroup) Method() Method       { return Sigstop }
-func (g *sigstopGroup) Where() string        { return "SIGSTOP (no cgroup)" }
-func (g *sigstopGroup) Freezes() bool        { return true }
-func (g *sigstopGroup) Holds() bool          { return false }
-func (g *sigstopGroup) StopFirst() bool      { return false } // Move is the stop
-func (g *sigstopGroup) KillReachesAll() bool { return false }
-func (g *sigstopGroup) ThawHint() string     { return "kill -CONT each stopped pid" }
-func (g *sigstopGroup) Reused() bool         { return false }
-func (g *sigstopGroup) Notes() []string      { return nil }
+func (g *sigstopGroup) Method() Method          { return Sigstop }
+func (g *sigstopGroup) Where() string           { return "SIGSTOP (no cgroup)" }
+func (g *sigstopGroup) Freezes() bool           { return true }
+func (g *sigstopGroup) Holds() bool             { return false }
+func (g *sigstopGroup) StopFirst() bool         { return false } // Move is the stop
+func (g *sigstopGroup) KillReachesAll() bool    { return false }
+func (g *sigstopGroup) ThawHint() string        { return "kill -CONT each stopped pid" }
+func (g *sigstopGroup) Reused() bool            { return false }
+func (g *sigstopGroup) Notes() []string         { return nil }
+func (g *sigstopGroup) Terms() (string, string) { return cgroupTerms() }
 
 // Snapshot counts a stopped process (state T) as in the set.
 func (g *sigstopGroup) Snapshot() (func(match.Proc) bool, error) {

@@ -102,6 +102,9 @@ type Verdict struct {
 	Act      bool
 	Why      string
 	Words    []string // the request to run when Act
+	// File is the judged file's identity, which the run must still find
+	// at Path (Asked.Judged).
+	File proc.File
 }
 
 // judge scans /proc for the suspect's processes and applies the rule.
@@ -146,13 +149,12 @@ func (a *Auto) judge(s suspect) Verdict {
 	case v.Depth < AutoDepth:
 		v.Why = fmt.Sprintf("%d alive but only %d deep (a pool, not a chain)", v.Live, v.Depth)
 	default:
-		var real string
-		real, act, why := a.allowed(v.Path, s.key)
+		t, act, why := a.allowed(v.Path, s.key)
 		switch {
-		case act && !a.within(real):
-			v.Why = real + " is outside --auto-under"
+		case act && !a.within(t.Path):
+			v.Why = t.Path + " is outside --auto-under"
 		case act:
-			v.Act, v.Why, v.Path = true, why, real
+			v.Act, v.Why, v.Path, v.File = true, why, t.Path, t.File
 		default:
 			v.Why = why
 		}
@@ -189,16 +191,16 @@ func (a *Auto) within(path string) bool {
 // its owner can swap the path for a symlink to a program root runs, and
 // the run would act on that program: a path that no longer resolves to
 // the judged file is refused (#24, finding 4).
-func (a *Auto) allowed(path string, key gate.FileKey) (string, bool, string) {
+func (a *Auto) allowed(path string, key gate.FileKey) (match.Target, bool, string) {
 	t, err := match.Resolve(path)
 	if err != nil {
-		return "", false, err.Error()
+		return t, false, err.Error()
 	}
 	if gate.KeyOf(t.File) != key {
-		return "", false, fmt.Sprintf("%s no longer resolves to the file its processes run (now %s): never acted on automatically", path, t.Path)
+		return t, false, fmt.Sprintf("%s no longer resolves to the file its processes run (now %s): never acted on automatically", path, t.Path)
 	}
 	ok, why := a.rules(t)
-	return t.Path, ok, why
+	return t, ok, why
 }
 
 // rules are the refusals of an automatic run.
@@ -233,7 +235,8 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 				continue
 			}
 			g.c.Say(fmt.Sprintf("auto: %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
-			r := request{source: "auto", uid: -1, words: v.Words, line: fmt.Sprint(v.Words), done: make(chan struct{})}
+			judged := v.File
+			r := request{source: "auto", uid: -1, words: v.Words, judged: &judged, line: fmt.Sprint(v.Words), done: make(chan struct{})}
 			g.enqueue(r)
 			// One at a time: the next look comes after this run.
 			select {

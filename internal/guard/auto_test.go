@@ -29,8 +29,8 @@ func TestAutoActsOnlyOnTheJudgedFile(t *testing.T) {
 	}
 	key := gate.KeyOf(judged)
 	a := &Auto{N: 1}
-	if real, ok, why := a.allowed(tool, key); !ok || real != tool {
-		t.Fatalf("the judged file itself: %q %v (%s)", real, ok, why)
+	if real, ok, why := a.allowed(tool, key); !ok || real.Path != tool || real.File.Ino != judged.Ino {
+		t.Fatalf("the judged file itself: %+v %v (%s)", real, ok, why)
 	}
 	// The swap: the same path now a symlink to a program elsewhere.
 	os.Remove(tool)
@@ -39,7 +39,7 @@ func TestAutoActsOnlyOnTheJudgedFile(t *testing.T) {
 	}
 	real, ok, why := a.allowed(tool, key)
 	if ok {
-		t.Fatalf("after the swap the automatic mode would act on %s", real)
+		t.Fatalf("after the swap the automatic mode would act on %s", real.Path)
 	}
 	if !strings.Contains(why, "no longer resolves") {
 		t.Errorf("why %q does not say the path changed", why)

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"freeze/internal/proc"
 )
 
 // DefaultRunDir holds the FIFO, the socket, the log and the ledger.
@@ -59,9 +61,18 @@ type Result struct {
 	GateForks, GateExecs uint64
 }
 
-// Runner runs one request: words are freeze's command-line arguments;
-// what the run prints goes to stdout and stderr.
-type Runner func(words []string, stdout, stderr io.Writer) Result
+// Asked is one request as the guard hands it to its Runner.
+type Asked struct {
+	Words  []string // freeze's command-line arguments
+	Source string   // fifo, socket or auto
+	// Judged, for an automatic request, is the identity of the file the
+	// guard judged: the run must find that same file at the path its
+	// words name, or refuse (its owner could have swapped the path since).
+	Judged *proc.File
+}
+
+// Runner runs one request; what the run prints goes to stdout and stderr.
+type Runner func(req Asked, stdout, stderr io.Writer) Result
 
 // Config arms a guard.
 type Config struct {
@@ -96,6 +107,7 @@ type request struct {
 	pid    int
 	line   string // as received, for the log (capped)
 	words  []string
+	judged *proc.File    // an automatic request's judged file
 	err    error         // a request refused before it could run
 	conn   *net.UnixConn // socket requests: where the output goes
 	done   chan struct{}
@@ -372,7 +384,7 @@ func (g *Guard) handle(r request) {
 	}
 	g.c.Say(fmt.Sprintf("request from %s (uid %d): %s", r.source, r.uid, r.line))
 	t0 := time.Now()
-	res := g.c.Run(r.words, stdout, stderr)
+	res := g.c.Run(Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
 	if r.conn != nil {
 		ow.Flush()
 		ew.Flush()

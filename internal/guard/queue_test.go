@@ -94,7 +94,8 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	got := make(chan []string, 1)
-	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(words []string, stdout, stderr io.Writer) Result {
+	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) Result {
+		words := req.Words
 		got <- words
 		return Result{Code: 0, Outcome: "zero"}
 	}}

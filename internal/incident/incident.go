@@ -191,6 +191,6 @@ func refused(err error) Report {
 // recordMemory records freeze's peak resident memory (VmHWM).
 func recordMemory(rec *timeline.Recorder) {
 	if kib, err := proc.Default.PeakRSS(os.Getpid()); err == nil && kib > 0 {
-		rec.Record(timeline.StageRecord, timeline.StepMemory, fmt.Sprintf("freeze's peak resident memory: %.1f MiB (VmHWM)", float64(kib)/1024), timeline.F{"vm_hwm_kib": kib})
+		rec.RecordOf(timeline.StageRecord, timeline.StepMemory, fmt.Sprintf("freeze's peak resident memory: %.1f MiB (VmHWM)", float64(kib)/1024), timeline.Memory{VmHWMKiB: int64(kib)})
 	}
 }

@@ -286,15 +286,16 @@ func (g *Group) Members() []int {
 	return out
 }
 
-func (g *Group) Method() freeze.Method { return freeze.Cgroup2 }
-func (g *Group) Where() string         { return "fixture group" }
-func (g *Group) Freezes() bool         { return true }
-func (g *Group) Holds() bool           { return true }
-func (g *Group) StopFirst() bool       { return true }
-func (g *Group) KillReachesAll() bool  { return true }
-func (g *Group) ThawHint() string      { return "nothing: a fixture" }
-func (g *Group) Reused() bool          { return false }
-func (g *Group) Notes() []string       { return nil }
+func (g *Group) Method() freeze.Method   { return freeze.Cgroup2 }
+func (g *Group) Where() string           { return "fixture group" }
+func (g *Group) Freezes() bool           { return true }
+func (g *Group) Holds() bool             { return true }
+func (g *Group) StopFirst() bool         { return true }
+func (g *Group) KillReachesAll() bool    { return true }
+func (g *Group) ThawHint() string        { return "nothing: a fixture" }
+func (g *Group) Reused() bool            { return false }
+func (g *Group) Notes() []string         { return nil }
+func (g *Group) Terms() (string, string) { return "moved in", "in the group" }
 
 func (g *Group) Snapshot() (func(match.Proc) bool, error) {
 	g.rounds++

@@ -115,24 +115,19 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 	if g.Skipped > 0 {
 		msg += fmt.Sprintf("; %d executable(s) under --under changed between the walk and the gate's open and are not gated by file", g.Skipped)
 	}
-	fields := timeline.F{"preloaded": preloaded, "load_ms": ms(g.LoadTook), "attach_ms": ms(g.AttachTook), "held_ms": ms(g.HeldTook), "extras_ms": ms(g.ExtrasTook), "files": g.Files, "by_file": g.Files > 0, "programs": g.ProgramIDs(), "action": gateAction(g), "form": g.Form.Word()}
-	if len(g.Tried) > 0 {
-		var tried []string
-		for _, k := range g.Tried {
-			tried = append(tried, k.Name+": "+k.Why)
-		}
-		fields["tried"] = tried
-		msg += fmt.Sprintf("; %d stronger form(s) did not load here (the record's 'tried' says why)", len(tried))
+	a := timeline.GateAttached{Preloaded: preloaded, LoadMS: ms(g.LoadTook), AttachMS: ms(g.AttachTook), HeldMS: ms(g.HeldTook), ExtrasMS: ms(g.ExtrasTook),
+		Files: g.Files, ByFile: g.Files > 0, Programs: g.ProgramIDs(), Action: gateAction(g), Form: g.Form.Word()}
+	for _, k := range g.Tried {
+		a.Tried = append(a.Tried, k.Name+": "+k.Why)
 	}
-	var missing []string
+	if len(a.Tried) > 0 {
+		msg += fmt.Sprintf("; %d stronger form(s) did not load here (the record's 'tried' says why)", len(a.Tried))
+	}
 	for _, k := range g.Missing {
 		msg += "; without " + k.Name + ": " + k.Why
-		missing = append(missing, k.Name+": "+k.Why)
+		a.Missing = append(a.Missing, k.Name+": "+k.Why)
 	}
-	if len(missing) > 0 {
-		fields["missing"] = missing
-	}
-	r.rec.Record(timeline.StageFreeze, timeline.StepGateAttached, msg, fields)
+	r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateAttached, msg, a)
 }
 
 // gateAction is what the gate does to an attempt of the chain.
@@ -239,16 +234,17 @@ func (r *run) closeGate() {
 	c, cerr := g.Counters()
 	err := g.Close()
 	r.gateOn = nil
-	fields := timeline.F{"action": gateAction(g), "form": g.Form.Word(), "forks_stopped": c.Forks(), "execs_stopped": c.Execs(), "forks_refused": c.ForksRefused, "execs_refused": c.ExecsRefused, "target_execs": c.TargetExecs, "lineage": c.Lineage}
+	d := timeline.GateDetached{Action: gateAction(g), Form: g.Form.Word(), ForksStopped: c.Forks(), ExecsStopped: c.Execs(),
+		ForksRefused: c.ForksRefused, ExecsRefused: c.ExecsRefused, TargetExecs: c.TargetExecs, Lineage: c.Lineage}
 	msg := fmt.Sprintf("gate detached: it %s %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", gateAction(g), c.Forks(), c.Execs(), c.TargetExecs, c.Lineage)
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}
 	if err != nil {
-		fields["error"] = err.Error()
+		d.Error = err.Error()
 		msg += "; detaching failed: " + err.Error()
 	}
-	r.rec.Record(timeline.StageFreeze, timeline.StepGateDetached, msg, fields)
+	r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateDetached, msg, d)
 }
 
 func actionWord(kill bool) string {

@@ -45,35 +45,29 @@ func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error)
 
 // revFields records a revocation, with all that Revocations needs to put
 // the mode back.
-func revFields(r freeze.Revocation) timeline.F {
-	return timeline.F{"path": r.Path, "dev": r.Dev, "ino": r.Ino, "mode": fmt.Sprintf("%#o", r.Mode),
-		"new_mode": fmt.Sprintf("%#o", r.NewMode), "uid": r.UID, "gid": r.GID, "ctime_ns": strconv.FormatInt(r.Ctime, 10)}
+func revFields(r freeze.Revocation) timeline.Revoked {
+	return timeline.Revoked{Path: r.Path, Dev: r.Dev, Ino: r.Ino, Mode: fmt.Sprintf("%#o", r.Mode),
+		NewMode: fmt.Sprintf("%#o", r.NewMode), UID: r.UID, GID: r.GID, CtimeNS: strconv.FormatInt(r.Ctime, 10)}
 }
 
-// Revocations reads the revocations a run recorded in its timeline.
+// Revocations reads the revocations a run recorded in its timeline. A
+// record that lacks what restore needs to check the file is an error:
+// restore acts on nothing it cannot check.
 func Revocations(events []timeline.Event) ([]freeze.Revocation, error) {
 	var out []freeze.Revocation
 	for i, e := range events {
 		if e.Step != timeline.StepRevoke {
 			continue
 		}
-		var r freeze.Revocation
-		r.Path, _ = e.Fields["path"].(string)
-		dev, ok1 := e.Fields["dev"].(float64)
-		ino, ok2 := e.Fields["ino"].(float64)
-		mode, _ := e.Fields["mode"].(string)
-		newMode, _ := e.Fields["new_mode"].(string)
-		uid, _ := e.Fields["uid"].(float64)
-		gid, _ := e.Fields["gid"].(float64)
-		m, err1 := strconv.ParseUint(mode, 0, 32)
-		nm, err2 := strconv.ParseUint(newMode, 0, 32)
-		if r.Path == "" || !ok1 || !ok2 || err1 != nil || err2 != nil {
+		var v timeline.Revoked
+		err := e.Decode(&v)
+		m, err1 := strconv.ParseUint(v.Mode, 0, 32)
+		nm, err2 := strconv.ParseUint(v.NewMode, 0, 32)
+		if err != nil || v.Path == "" || v.Ino == 0 || err1 != nil || err2 != nil {
 			return out, fmt.Errorf("event %d (revoke): incomplete record", i+1)
 		}
-		r.Dev, r.Ino, r.Mode, r.NewMode, r.UID, r.GID = uint64(dev), uint64(ino), uint32(m), uint32(nm), int(uid), int(gid)
-		if ct, ok := e.Fields["ctime_ns"].(string); ok {
-			r.Ctime, _ = strconv.ParseInt(ct, 10, 64)
-		}
+		r := freeze.Revocation{Path: v.Path, Dev: v.Dev, Ino: v.Ino, Mode: uint32(m), NewMode: uint32(nm), UID: v.UID, GID: v.GID}
+		r.Ctime, _ = strconv.ParseInt(v.CtimeNS, 10, 64)
 		out = append(out, r)
 	}
 	return out, nil

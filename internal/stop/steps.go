@@ -31,10 +31,10 @@ func (r *run) match() error {
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
-	r.rec.Record(timeline.StageMatch, timeline.StepMatch, msg,
-		timeline.F{"matched": res.Live(), "by_path": res.Counts[match.ByPath], "by_deleted": res.Counts[match.ByDeleted],
-			"by_under": res.Counts[match.ByUnder], "descendants": res.Counts[match.ByDescendant],
-			"zombies": len(res.Zombies), "scanned": res.Scanned, "scan_ms": ms(took), "scan_from": from})
+	r.rec.RecordOf(timeline.StageMatch, timeline.StepMatch, msg, timeline.Matched{
+		Matched: res.Live(), ByPath: res.Counts[match.ByPath], ByDeleted: res.Counts[match.ByDeleted],
+		ByUnder: res.Counts[match.ByUnder], Descendants: res.Counts[match.ByDescendant],
+		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from})
 	r.out.Hidden = res.Hidden
 	if len(res.Hidden) > 0 {
 		var pids []int
@@ -77,7 +77,7 @@ func (r *run) revoke() error {
 	if r.c.DryRun {
 		r.out.Refusals, r.out.WouldRevoke = refused, revs
 		for _, v := range revs {
-			r.rec.Record(timeline.StageFreeze, timeline.StepWouldRevoke, fmt.Sprintf("would revoke exec on %s (mode %#o -> %#o)", v.Path, v.Mode, v.NewMode), revFields(v))
+			r.rec.RecordOf(timeline.StageFreeze, timeline.StepWouldRevoke, fmt.Sprintf("would revoke exec on %s (mode %#o -> %#o)", v.Path, v.Mode, v.NewMode), revFields(v))
 		}
 		return nil
 	}
@@ -90,21 +90,21 @@ func (r *run) revoke() error {
 		// a crash between the two leaves the record of what to put back
 		// (#24, finding 8; the revoked record follows with the change
 		// time restore needs).
-		r.rec.Record(timeline.StageFreeze, timeline.StepRevokeIntent, fmt.Sprintf("revoking exec on %s (mode %#o -> %#o)", v.Path, v.Mode, v.NewMode), revFields(v))
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeIntent, fmt.Sprintf("revoking exec on %s (mode %#o -> %#o)", v.Path, v.Mode, v.NewMode), revFields(v))
 		if r.rec.Path() == "" {
 			// No file to make it durable in (the record is in memory and
 			// saved elsewhere at the end): revoke all the same.
 		} else if err := r.rec.Sync(); err != nil {
-			r.rec.Record(timeline.StageFreeze, timeline.StepRevokeFailed, "not revoked: the record of its mode could not be made durable first: "+err.Error(), revFields(v))
+			r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeFailed, "not revoked: the record of its mode could not be made durable first: "+err.Error(), revFields(v))
 			continue
 		}
 		v, err := freeze.Revoke(v)
 		if err != nil {
-			r.rec.Record(timeline.StageFreeze, timeline.StepRevokeFailed, err.Error(), revFields(v))
+			r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeFailed, err.Error(), revFields(v))
 			continue
 		}
 		r.out.Revoked = append(r.out.Revoked, v)
-		r.rec.Record(timeline.StageFreeze, timeline.StepRevoke, fmt.Sprintf("revoked exec on %s (mode %#o -> %#o, inode %d, owner %d:%d): no new hop can start", v.Path, v.Mode, v.NewMode, v.Ino, v.UID, v.GID), revFields(v))
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevoke, fmt.Sprintf("revoked exec on %s (mode %#o -> %#o, inode %d, owner %d:%d): no new hop can start", v.Path, v.Mode, v.NewMode, v.Ino, v.UID, v.GID), revFields(v))
 	}
 	return nil
 }
@@ -165,8 +165,8 @@ func (r *run) openGroup() error {
 		return err
 	}
 	r.out.Group = g
-	r.rec.Record(timeline.StageFreeze, timeline.StepMethod, fmt.Sprintf("method %s at %s: %s", g.Method(), g.Where(), why),
-		timeline.F{"method": string(g.Method()), "why": why, "group": g.Where(), "reused": g.Reused(), "notes": g.Notes()})
+	r.rec.RecordOf(timeline.StageFreeze, timeline.StepMethod, fmt.Sprintf("method %s at %s: %s", g.Method(), g.Where(), why),
+		timeline.MethodChosen{Method: string(g.Method()), Why: why, Group: g.Where(), Reused: g.Reused(), Notes: g.Notes()})
 	if g.Reused() {
 		r.rec.Record(timeline.StageFreeze, timeline.StepReuse, "reusing the group an earlier --hold run left: "+g.Where(), timeline.F{"group": g.Where()})
 	}
@@ -183,7 +183,7 @@ func (r *run) grow() error {
 		return nil
 	}
 	var last freeze.Round
-	moved, _ := roundWords(g)
+	moved, _ := g.Terms()
 	r.scanner.Prime(r.res) // round 1 acts on the match's scan
 	res, err := freeze.Grow(r.c.FS, r.scanner, g, r.deadline, r.interrupted, func(n freeze.Round) {
 		last = n
@@ -226,7 +226,7 @@ func (r *run) hold() error {
 // row find none.
 func (r *run) kill() error {
 	g := r.out.Group
-	_, inside := roundWords(g)
+	_, inside := g.Terms()
 	r.scanner.Prime(r.res) // round 1 kills the fixed set as the last scan found it
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted}, func(n rounds.Round) {
 		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, n.Signaled, n.Took.Round(time.Millisecond)),
@@ -243,7 +243,7 @@ func (r *run) kill() error {
 		}
 		if errors.Is(err, rounds.ErrSurvivors) {
 			r.out.Kind = Survivors
-			r.rec.Record(timeline.StageKill, timeline.StepSurvivors, err.Error(), timeline.F{"survivors": pids})
+			r.rec.RecordOf(timeline.StageKill, timeline.StepSurvivors, err.Error(), timeline.SurvivorsLeft{Survivors: pids})
 		}
 		return err
 	}
@@ -293,14 +293,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-// roundWords say what a round did in the terms of the set's method: a
-// cgroup moves processes in and kills what it holds; the gate marks them
-// and kills what it gates in one pass in the kernel.
-func roundWords(g freeze.Group) (moved, inside string) {
-	if g.Method() == freeze.Bpf {
-		return "marked", "held by the gate, killed by its iterator"
-	}
-	return "moved in", "in the group"
 }

@@ -225,27 +225,24 @@ func (r *run) stopHere(stage timeline.Stage, what string, fields timeline.F) err
 
 func (r *run) recordStart() {
 	c := r.c
-	var targets []map[string]any
+	start := timeline.Start{
+		Command: c.Command, PID: os.Getpid(), UID: os.Getuid(),
+		Under: c.Spec.Under, Args: c.Spec.Args, Descendants: !c.Spec.NoDescendants,
+		MethodAsked: string(c.Method), Hold: c.Hold, DryRun: c.DryRun,
+		RoundsMax: c.Rounds, TimeoutS: c.Timeout.Seconds(), Priority: c.Priority,
+		HostInfo: timeline.Host(),
+	}
 	for _, t := range c.Spec.Targets {
-		targets = append(targets, map[string]any{"path": t.Path, "dev": t.File.Dev, "ino": t.File.Ino, "mode": fmt.Sprintf("%#o", t.Mode.Perm())})
+		start.Targets = append(start.Targets, timeline.StartTarget{Path: t.Path, Dev: t.File.Dev, Ino: t.File.Ino, Mode: fmt.Sprintf("%#o", t.Mode.Perm())})
+	}
+	if !c.LiftedAt.IsZero() {
+		start.LiftedAt = c.LiftedAt.UTC().Format(time.RFC3339Nano)
 	}
 	msg := "freeze run started"
 	if len(c.Priority) > 0 {
 		msg += "; priority: " + strings.Join(c.Priority, ", ")
 	}
-	fields := timeline.F{
-		"command": c.Command, "pid": os.Getpid(), "uid": os.Getuid(), "targets": targets,
-		"under": c.Spec.Under, "args": c.Spec.Args, "descendants": !c.Spec.NoDescendants,
-		"method_asked": string(c.Method), "hold": c.Hold, "dry_run": c.DryRun,
-		"rounds_max": c.Rounds, "timeout_s": c.Timeout.Seconds(), "priority": c.Priority,
-	}
-	for k, v := range timeline.Host() {
-		fields[k] = v
-	}
-	if !c.LiftedAt.IsZero() {
-		fields["lifted_at"] = c.LiftedAt.UTC().Format(time.RFC3339Nano)
-	}
-	r.rec.Record(timeline.StageNone, timeline.StepStart, msg, fields)
+	r.rec.RecordOf(timeline.StageNone, timeline.StepStart, msg, start)
 }
 
 // SignalName names a signal as operators write it: SIGINT, not

@@ -103,6 +103,9 @@ func Number(v any) (float64, bool) {
 		return float64(n), true
 	case uint64:
 		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
 	}
 	return 0, false
 }
@@ -111,33 +114,32 @@ func Number(v any) (float64, bool) {
 func Summarize(host, file string, events []Event) HostRun {
 	h := HostRun{Host: host, File: file, Outcome: "unfinished", Exit: -1, Events: events}
 	for _, e := range events {
+		// A field of the wrong type (a hand-edited or forged file) is
+		// left at zero; Decode fills the rest (encoding/json goes on
+		// past a mismatch), so one bad value does not hide a host.
 		switch e.Step {
 		case StepStart:
+			var s Start
+			e.Decode(&s)
 			h.Started = e.Time.UTC().Format(time.RFC3339)
-			h.Hostname, _ = e.Fields["host"].(string)
-			h.MachineID, _ = e.Fields["machine_id"].(string)
-			h.Kernel, _ = e.Fields["kernel"].(string)
-			if cmd, ok := e.Fields["command"].([]any); ok {
-				var parts []string
-				for _, p := range cmd {
-					parts = append(parts, fmt.Sprint(p))
-				}
-				h.Command = strings.Join(parts, " ")
-			}
+			h.Hostname, h.MachineID, h.Kernel = s.Host, s.MachineID, s.Kernel
+			h.Command = strings.Join(s.Command, " ")
 		case StepMatch:
-			if n, ok := Number(e.Fields["matched"]); ok {
-				h.Matched = int(n)
-			}
+			var m Matched
+			e.Decode(&m)
+			h.Matched = m.Matched
 		case StepMethod:
-			h.Method, _ = e.Fields["method"].(string)
+			var m MethodChosen
+			e.Decode(&m)
+			h.Method = m.Method
 		case StepSurvivors:
-			list, _ := e.Fields["survivors"].([]any)
-			h.Survivors = len(list)
+			var s SurvivorsLeft
+			e.Decode(&s)
+			h.Survivors = len(s.Survivors)
 		case StepGateDetached:
-			f, _ := Number(e.Fields["forks_stopped"])
-			x, _ := Number(e.Fields["execs_stopped"])
-			y, _ := Number(e.Fields["target_execs"])
-			h.GateForks, h.GateExecs = uint64(f), uint64(x+y)
+			var g GateDetached
+			e.Decode(&g)
+			h.GateForks, h.GateExecs = g.ForksStopped, g.ExecsStopped+g.TargetExecs
 		}
 		if code, ok := ExitCode(e.Step); ok && h.Exit == -1 {
 			h.Outcome, h.Exit = string(e.Step), code
@@ -145,7 +147,8 @@ func Summarize(host, file string, events []Event) HostRun {
 				h.ZeroMS = e.ElapsedMS
 			}
 			if e.Step == StepDrillEnd {
-				if passed, _ := e.Fields["passed"].(bool); !passed {
+				var d DrillEnd
+				if e.Decode(&d); !d.Passed {
 					h.Exit = 1
 				}
 			}
@@ -367,20 +370,18 @@ func cell(s string) string { return mdText(s) }
 // timelines collected from a fleet say where each ran: the hostname, the
 // machine id (/etc/machine-id, stable across renames) and the kernel
 // release. What cannot be read is left out.
-func Host() map[string]any {
-	m := map[string]any{}
-	if h, err := os.Hostname(); err == nil {
-		m["host"] = h
-	}
+func Host() HostInfo {
+	var h HostInfo
+	h.Host, _ = os.Hostname()
 	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
 		if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			m["machine_id"] = strings.TrimSpace(string(b))
+			h.MachineID = strings.TrimSpace(string(b))
 			break
 		}
 	}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
-		m["kernel"] = unix.ByteSliceToString(u.Release[:])
+		h.Kernel = unix.ByteSliceToString(u.Release[:])
 	}
-	return m
+	return h
 }

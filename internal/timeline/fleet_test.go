@@ -150,7 +150,7 @@ func TestLoadFleetKeepsUnreadableFilesAsRows(t *testing.T) {
 func TestHostSaysWhereARunRan(t *testing.T) {
 	h := Host()
 	name, _ := os.Hostname()
-	if h["host"] != name || h["kernel"] == "" || h["kernel"] == nil {
+	if h.Host != name || h.Kernel == "" {
 		t.Fatalf("Host() = %v", h)
 	}
 }
@@ -165,8 +165,10 @@ func TestSummaryInMemoryMatchesTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Record(StageMatch, StepMatch, "m", F{"matched": 300})
-	rec.Record(StageFreeze, StepGateDetached, "d", F{"forks_stopped": uint64(1234), "execs_stopped": uint64(5), "target_execs": uint64(2)})
+	rec.RecordOf(StageMatch, StepMatch, "m", Matched{Matched: 300})
+	rec.RecordOf(StageFreeze, StepGateDetached, "d", GateDetached{ForksStopped: 1234, ExecsStopped: 5, TargetExecs: 2})
+	// An untyped writer of the same step is read the same way.
+	rec.Record(StageFreeze, StepGateDetached, "d", F{"forks_stopped": uint64(99)})
 	rec.Record(StageRecord, StepZero, "z", nil)
 	rec.Close()
 	mem := Summarize("", p, rec.Events())
@@ -175,8 +177,8 @@ func TestSummaryInMemoryMatchesTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := Summarize("", p, events)
-	if mem.GateForks != 1234 || mem.GateExecs != 7 || mem.Matched != 300 {
-		t.Errorf("in memory: forks %d, execs %d, matched %d; want 1234, 7, 300", mem.GateForks, mem.GateExecs, mem.Matched)
+	if mem.GateForks != 99 || mem.GateExecs != 0 || mem.Matched != 300 {
+		t.Errorf("in memory: forks %d, execs %d, matched %d; want the last detach's 99, 0, and 300", mem.GateForks, mem.GateExecs, mem.Matched)
 	}
 	if mem.GateForks != file.GateForks || mem.GateExecs != file.GateExecs || mem.Matched != file.Matched {
 		t.Errorf("in memory %+v, from the file %+v", mem, file)
@@ -220,5 +222,28 @@ func TestLoadFleetKeepsAnUnreadableHostAsARow(t *testing.T) {
 	}
 	if !sawA || !sawB {
 		t.Fatalf("runs %+v: want host-a's run and host-b as needing attention", runs)
+	}
+}
+
+// A typed record decodes the same from memory and from its file, and an
+// inode number past 2^53 survives both (a float64 rounds it).
+func TestTypedRecordRoundTrips(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "run.jsonl")
+	rec, err := New(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Revoked{Path: "/tmp/x/tool", Dev: 2049, Ino: 1<<60 + 1, Mode: "0755", NewMode: "0644", UID: 1000, GID: 1000, CtimeNS: "1764590000123456789"}
+	rec.RecordOf(StageFreeze, StepRevoke, "r", want)
+	rec.Close()
+	events, err := ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, e := range map[string]Event{"memory": rec.Events()[0], "file": events[0]} {
+		var got Revoked
+		if err := e.Decode(&got); err != nil || got != want {
+			t.Errorf("from %s: %+v (%v), want %+v", where, got, err, want)
+		}
 	}
 }

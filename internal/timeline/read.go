@@ -44,6 +44,7 @@ func Parse(b []byte) ([]Event, error) {
 		if err != nil {
 			return events, fmt.Errorf("line %d: %v", n, err)
 		}
+		e.raw = append([]byte(nil), line...)
 		events = append(events, e)
 	}
 	return events, sc.Err()
@@ -85,12 +86,9 @@ func GatePrograms(events []Event) []uint32 {
 		if e.Step != StepGateAttached {
 			continue
 		}
-		list, _ := e.Fields["programs"].([]any)
-		for _, v := range list {
-			if f, ok := v.(float64); ok {
-				ids = append(ids, uint32(f))
-			}
-		}
+		var g GateAttached
+		e.Decode(&g)
+		ids = append(ids, g.Programs...)
 	}
 	return ids
 }

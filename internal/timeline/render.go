@@ -71,12 +71,9 @@ func (r renderer) header(events []Event) {
 	} else {
 		fmt.Fprintf(r.w, "%s\n", title)
 	}
-	if cmd, ok := first.Fields["command"].([]any); ok {
-		var parts []string
-		for _, p := range cmd {
-			parts = append(parts, fmt.Sprint(p))
-		}
-		line := strings.Join(parts, " ")
+	var start Start
+	if first.Step == StepStart && first.Decode(&start) == nil && len(start.Command) > 0 {
+		line := strings.Join(start.Command, " ")
 		if r.md {
 			fmt.Fprintf(r.w, "\nCommand: %s\n", mdCode(line))
 		} else {
@@ -86,8 +83,10 @@ func (r renderer) header(events []Event) {
 	r.heading("Outcome")
 	fmt.Fprintln(r.w, outcome(events))
 	for _, e := range events {
+		var m MethodChosen
 		if e.Step == StepMethod {
-			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Method: %v at %v, because: %v", e.Fields["method"], e.Fields["group"], e.Fields["why"])))
+			e.Decode(&m)
+			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Method: %s at %s, because: %s", m.Method, m.Group, m.Why)))
 		}
 	}
 }

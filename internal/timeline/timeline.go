@@ -29,6 +29,9 @@ type Event struct {
 	Stage     Stage          `json:"stage,omitempty"` // runbook step 1..4, 0 outside the stop order
 	Msg       string         `json:"msg,omitempty"`
 	Fields    map[string]any `json:"-"`
+	// raw is the line an event was read from: Decode reads numbers from
+	// it exactly (a float64 holds an inode number only up to 2^53).
+	raw []byte
 }
 
 // MarshalJSON flattens Fields into the object beside the fixed keys.

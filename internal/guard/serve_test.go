@@ -1,0 +1,140 @@
+package guard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// armed is a guard in a run directory of the test's own, serving with a
+// Runner that records what it was handed and answers with a fixed
+// result: the FIFO, the socket and the queue, without a run behind them.
+type armed struct {
+	g     *Guard
+	dir   string
+	mu    sync.Mutex
+	asked [][]string
+}
+
+func arm(t *testing.T) *armed {
+	t.Helper()
+	a := &armed{dir: filepath.Join(t.TempDir(), "run")}
+	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) Result {
+		words := req.Words
+		a.mu.Lock()
+		a.asked = append(a.asked, words)
+		a.mu.Unlock()
+		fmt.Fprintf(stderr, "freeze: ran %d words\n", len(words))
+		fmt.Fprintln(stdout, `{"outcome": "zero"}`)
+		return Result{Code: 0, Outcome: "zero", Timeline: "/tmp/t.jsonl", GateForks: 42}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.g = g
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { g.Serve(stop); close(done) }()
+	t.Cleanup(func() {
+		close(stop)
+		g.Close()
+		<-done
+	})
+	return a
+}
+
+func (a *armed) ran(words []string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.ContainsFunc(a.asked, func(w []string) bool { return slices.Equal(w, words) })
+}
+
+// A request over the socket reaches the runner as its words, its output
+// comes back to the asker on the right stream, and its exit code with it;
+// guard.log has the request with the result's counts.
+func TestSocketRequestRunsAndAnswers(t *testing.T) {
+	a := arm(t) // the socket takes root and the guard's own user: this test's
+	words := []string{"--path", "/tmp/a tool", "--arg", ":(){ :|:& };:"}
+	var stdout, stderr bytes.Buffer
+	code, err := Ask(a.dir, words, &stdout, &stderr)
+	if err != nil || code != 0 {
+		t.Fatalf("Ask: exit %d, %v; stderr %q", code, err, stderr.String())
+	}
+	if !a.ran(words) {
+		t.Fatalf("the runner was handed %q, want %q", a.asked, words)
+	}
+	if !strings.Contains(stdout.String(), `"outcome": "zero"`) || !strings.Contains(stderr.String(), "freeze: ran 4 words") {
+		t.Errorf("stdout %q, stderr %q: each stream should come back on its own", stdout.String(), stderr.String())
+	}
+	e := waitLogged(t, a.dir, func(e map[string]any) bool { return e["event"] == "request" && e["source"] == "socket" })
+	if e["exit"] != 0.0 || e["outcome"] != "zero" || e["gate_forks"] != 42.0 {
+		t.Errorf("guard.log: %v", e)
+	}
+}
+
+// A line written into the FIFO is split as a shell would and run; a line
+// that cannot be split is refused whole and logged, and runs nothing.
+func TestFIFORequestsAreSplitOrRefused(t *testing.T) {
+	a := arm(t)
+	words := []string{"--path", "/tmp/it's here"}
+	res, err := AskFIFO(a.dir, words, 10*time.Second)
+	if err != nil || res.Code != 0 || res.Outcome != "zero" {
+		t.Fatalf("AskFIFO: %+v, %v", res, err)
+	}
+	if !a.ran(words) {
+		t.Fatalf("the runner was handed %q, want %q", a.asked, words)
+	}
+	f, err := os.OpenFile(filepath.Join(a.dir, AskName), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("--path '/tmp/unterminated\n")
+	f.Close()
+	e := waitLogged(t, a.dir, func(e map[string]any) bool { return e["event"] == "refused" && e["source"] == "fifo" })
+	if e["exit"] != 2.0 || !strings.Contains(fmt.Sprint(e["error"]), "unterminated quote") {
+		t.Errorf("the refusal logged: %v", e)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.asked) != 1 {
+		t.Errorf("the runner ran %d requests, want the one that split: %q", len(a.asked), a.asked)
+	}
+}
+
+// waitLogged waits for a guard.log line for which ok is true.
+func waitLogged(t *testing.T, dir string, ok func(map[string]any) bool) map[string]any {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for _, e := range readLog(t, dir) {
+			if ok(e) {
+				return e
+			}
+		}
+	}
+	t.Fatalf("no such line in guard.log: %v", readLog(t, dir))
+	return nil
+}
+
+func readLog(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, LogName))
+	if err != nil {
+		return nil
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(string(b), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,178 @@
+package timeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// The typed records of the steps that readers decode. A writer records
+// one with RecordOf; every reader (the renderer, the fleet summary, the
+// command's report, restore, the benchmark) decodes it with Event.Decode
+// into the same type, from memory or from a file alike: RecordOf keeps in
+// memory what it writes. An untyped map read by hand in five places is
+// how the guard's gate counts came to read 0 (an in-memory uint64 read as
+// a float64).
+
+// Start is the first event of a run (StepStart).
+type Start struct {
+	Command     []string      `json:"command"`
+	PID         int           `json:"pid"`
+	UID         int           `json:"uid"`
+	Targets     []StartTarget `json:"targets"`
+	Under       []string      `json:"under"`
+	Args        []string      `json:"args"`
+	Descendants bool          `json:"descendants"`
+	MethodAsked string        `json:"method_asked"`
+	Hold        bool          `json:"hold"`
+	DryRun      bool          `json:"dry_run"`
+	RoundsMax   int           `json:"rounds_max"`
+	TimeoutS    float64       `json:"timeout_s"`
+	Priority    []string      `json:"priority"`
+	// LiftedAt is when package early lifted the process, RFC 3339 UTC;
+	// empty if it did not.
+	LiftedAt string `json:"lifted_at,omitempty"`
+	HostInfo
+}
+
+// StartTarget is a --path target as the run resolved it.
+type StartTarget struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+	Mode string `json:"mode"`
+}
+
+// HostInfo names the machine a run was on, for the fleet postmortem.
+type HostInfo struct {
+	Host      string `json:"host,omitempty"`
+	MachineID string `json:"machine_id,omitempty"`
+	Kernel    string `json:"kernel,omitempty"`
+}
+
+// Matched is the first scan's count (StepMatch).
+type Matched struct {
+	Matched     int     `json:"matched"`
+	ByPath      int     `json:"by_path"`
+	ByDeleted   int     `json:"by_deleted"`
+	ByUnder     int     `json:"by_under"`
+	Descendants int     `json:"descendants"`
+	Zombies     int     `json:"zombies"`
+	Scanned     int     `json:"scanned"`
+	ScanMS      float64 `json:"scan_ms"`
+	ScanFrom    string  `json:"scan_from"`
+}
+
+// MethodChosen is the frozen set the run opened (StepMethod).
+type MethodChosen struct {
+	Method string   `json:"method"`
+	Why    string   `json:"why"`
+	Group  string   `json:"group"`
+	Reused bool     `json:"reused"`
+	Notes  []string `json:"notes"`
+}
+
+// GateAttached is the gate as it was attached (StepGateAttached).
+type GateAttached struct {
+	Preloaded bool     `json:"preloaded"`
+	LoadMS    float64  `json:"load_ms"`
+	AttachMS  float64  `json:"attach_ms"`
+	HeldMS    float64  `json:"held_ms"`
+	ExtrasMS  float64  `json:"extras_ms"`
+	Files     int      `json:"files"`
+	ByFile    bool     `json:"by_file"`
+	Programs  []uint32 `json:"programs"`
+	Action    string   `json:"action"`
+	Form      string   `json:"form"`
+	Tried     []string `json:"tried,omitempty"`
+	Missing   []string `json:"missing,omitempty"`
+}
+
+// GateDetached is the gate's count of the chain's attempts
+// (StepGateDetached). ForksStopped and ExecsStopped count every attempt
+// the gate ended, refused or stopped.
+type GateDetached struct {
+	Action       string `json:"action"`
+	Form         string `json:"form"`
+	ForksStopped uint64 `json:"forks_stopped"`
+	ExecsStopped uint64 `json:"execs_stopped"`
+	ForksRefused uint64 `json:"forks_refused"`
+	ExecsRefused uint64 `json:"execs_refused"`
+	TargetExecs  uint64 `json:"target_execs"`
+	Lineage      uint64 `json:"lineage"`
+	Error        string `json:"error,omitempty"`
+}
+
+// SurvivorsLeft are the pids alive when the rounds ran out (StepSurvivors).
+type SurvivorsLeft struct {
+	Survivors []int `json:"survivors"`
+}
+
+// DrillEnd is the drill's verdict (StepDrillEnd).
+type DrillEnd struct {
+	Passed    bool     `json:"passed"`
+	Reached   int      `json:"reached"`
+	Leftovers []string `json:"leftovers"`
+}
+
+// Revoked is one file whose exec bits a run removed (StepRevokeIntent,
+// StepRevoke): what restore needs to put them back, and to check it is
+// still the same file.
+type Revoked struct {
+	Path    string `json:"path"`
+	Dev     uint64 `json:"dev"`
+	Ino     uint64 `json:"ino"`
+	Mode    string `json:"mode"`     // octal, as 0o755 is written: "0755"
+	NewMode string `json:"new_mode"` // octal
+	UID     int    `json:"uid"`
+	GID     int    `json:"gid"`
+	// CtimeNS is a string: a nanosecond count does not survive a float64.
+	CtimeNS string `json:"ctime_ns"`
+}
+
+// Memory is freeze's own peak resident memory (StepMemory).
+type Memory struct {
+	VmHWMKiB int64 `json:"vm_hwm_kib"`
+}
+
+// RecordOf records an event whose fields are v, a typed record above:
+// the event held in memory carries exactly what the file does.
+func (r *Recorder) RecordOf(stage Stage, step Step, msg string, v any) Event {
+	fields, err := fieldsOf(v)
+	if err != nil {
+		fields = F{"error": fmt.Sprintf("recording %T: %v", v, err)}
+	}
+	return r.Record(stage, step, msg, fields)
+}
+
+// fieldsOf is v as the map a timeline line holds, its numbers kept
+// exact (json.Number; Number reads them).
+func fieldsOf(v any) (F, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var f F
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Decode decodes the event's fields into v, a typed record above: from
+// the line it was read from, else from its fields.
+func (e Event) Decode(v any) error {
+	b := e.raw
+	if b == nil {
+		var err error
+		if b, err = json.Marshal(e.Fields); err != nil {
+			return err
+		}
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("step %s: %w", e.Step, err)
+	}
+	return nil
+}
