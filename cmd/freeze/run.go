@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"freeze/internal/contain"
 	"freeze/internal/freeze"
 	"freeze/internal/guard"
 	"freeze/internal/incident"
@@ -46,8 +47,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runRestore(o, args[1:])
 		case "guard":
 			return runGuard(o, args[1:])
+		case "run":
+			return runRun(o, args[1:])
 		case hiddenChain:
 			return runChainFixture(args[1:])
+		case contain.ChildArg:
+			return contain.Child(args[1:])
 		}
 	}
 	return runStop(o, args)

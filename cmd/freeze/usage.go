@@ -16,8 +16,12 @@ const usage = `Usage:
     freeze timeline --fleet DIR [--format markdown|json]
     freeze restore --timeline FILE
     freeze guard [--run-dir DIR]
+    freeze run [--max-procs N] [--timeout D] -- CMD [ARGS...]
 
-freeze stops a runaway process chain in the order that works:
+freeze run runs a test suite, a mutation run or an agent's command so
+that nothing it starts can outlive it or grow past a cap (see 'freeze
+run --help'). The rest of freeze stops a runaway process chain in the
+order that works:
   1/4 match      every live process running PATH (the file itself: its
                  device and inode, not its name), and their descendants
   2/4 freeze     where the kernel allows, attach a BPF gate first: from

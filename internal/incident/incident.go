@@ -103,26 +103,20 @@ type Report struct {
 // Run runs one request: it refuses what cannot be done safely, takes the
 // CPU and the run lock, records into a timeline of its own, and closes it.
 func Run(req Request, o Output) Report {
-	if err := refuseHidePID(req.Force, o); err != nil {
-		return refused(err)
-	}
-	raised := Prepare(o)
-	lock, err := takeLock(req, o)
-	if err != nil {
-		return refused(err)
-	}
-	defer lock.Release()
 	var rec *timeline.Recorder
-	switch {
-	case req.Timeline == "" && !req.DryRun:
-		rec = DefaultTimeline(freeze.GroupName(req.Spec), o)
-	default:
-		rec = OpenTimeline(req.Timeline, o)
+	open := func() *timeline.Recorder {
+		if req.Timeline == "" && !req.DryRun {
+			rec = DefaultTimeline(freeze.GroupName(req.Spec), o)
+		} else {
+			rec = OpenTimeline(req.Timeline, o)
+		}
+		return rec
 	}
-	recordTakeover(lock, rec)
-	rep := run(req, raised, rec)
-	CloseTimeline(rec, o)
-	rep.Timeline = rec.Path()
+	rep := prepared(req, o, open)
+	if rec != nil {
+		CloseTimeline(rec, o)
+		rep.Timeline = rec.Path()
+	}
 	return rep
 }
 
@@ -130,6 +124,15 @@ func Run(req Request, o Output) Report {
 // drill's, which holds the practice chain's lines around the run): the
 // same refusals, lift, lock and record as Run.
 func RunOn(req Request, rec *timeline.Recorder, o Output) Report {
+	rep := prepared(req, o, func() *timeline.Recorder { return rec })
+	rep.Timeline = rec.Path()
+	return rep
+}
+
+// prepared refuses what cannot be done safely, takes the CPU and the run
+// lock, then opens the record (only once nothing refused the run: a
+// refused run records nothing) and runs.
+func prepared(req Request, o Output, open func() *timeline.Recorder) Report {
 	if err := refuseHidePID(req.Force, o); err != nil {
 		return refused(err)
 	}
@@ -139,10 +142,9 @@ func RunOn(req Request, rec *timeline.Recorder, o Output) Report {
 		return refused(err)
 	}
 	defer lock.Release()
+	rec := open()
 	recordTakeover(lock, rec)
-	rep := run(req, raised, rec)
-	rep.Timeline = rec.Path()
-	return rep
+	return run(req, raised, rec)
 }
 
 // run is the stop order between the preparation and the closing of the

@@ -173,11 +173,20 @@ func TestSIGINTEndsTheRunBetweenSteps(t *testing.T) {
 	t.Cleanup(func() { containtest.RemoveGroups(t, freeze.GroupDirs(freeze.GroupName(spec))...) })
 	var s said
 	out := s.output()
-	sent := false
+	sent, seen := false, make(chan struct{})
 	out.Progress = func(e timeline.Event) {
-		if e.Step == timeline.StepMatch && !sent {
+		switch {
+		case e.Step == timeline.StepMatch && !sent:
 			sent = true
 			syscall.Kill(os.Getpid(), syscall.SIGINT) // as an operator's ^C reaches freeze
+			// Hold the run here until the signal is in: delivery is
+			// asynchronous, and under load it landed in the kill rounds.
+			select {
+			case <-seen:
+			case <-time.After(10 * time.Second):
+			}
+		case e.Step == timeline.StepSignal:
+			close(seen)
 		}
 	}
 	rep := Run(request(spec, filepath.Join(t.TempDir(), "t.jsonl")), out)

@@ -35,10 +35,12 @@ func watchSignals(rec *timeline.Recorder) (<-chan os.Signal, func()) {
 		for n := 1; ; n++ {
 			select {
 			case sig := <-sigs:
-				recordSignal(rec, sig, n)
+				// Handed over before it is recorded: once the record
+				// says so, the run sees it at its next look.
 				if n == 1 {
 					forward <- sig
 				}
+				recordSignal(rec, sig, n)
 			case <-quit:
 				return
 			}

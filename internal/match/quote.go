@@ -52,3 +52,13 @@ func OneLine(s string) string {
 	q := fmt.Sprintf("%q", s)
 	return q[1 : len(q)-1]
 }
+
+// ShellJoin quotes each word and joins them: a command line that pastes
+// back into a shell as the same words.
+func ShellJoin(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = ShellQuote(w)
+	}
+	return strings.Join(q, " ")
+}

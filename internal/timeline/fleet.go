@@ -76,6 +76,8 @@ func ExitCode(end Step) (int, bool) {
 		return ExitInterrupted, true
 	case StepDrillEnd:
 		return ExitZero, true // a failed drill exits 1: Summarize reads its verdict
+	case StepRunEnd:
+		return ExitZero, true // freeze run's code is its record's (RunEnd.Exit)
 	}
 	return -1, false
 }
@@ -151,6 +153,11 @@ func Summarize(host, file string, events []Event) HostRun {
 				if e.Decode(&d); !d.Passed {
 					h.Exit = 1
 				}
+			}
+			if e.Step == StepRunEnd {
+				var r RunEnd
+				e.Decode(&r)
+				h.Exit, h.Survivors = r.Exit, r.Leftovers
 			}
 		}
 	}

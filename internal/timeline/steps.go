@@ -36,6 +36,11 @@ const (
 	StepMemory          Step = "memory"
 	StepDrill           Step = "drill"
 
+	// Steps of freeze run.
+	StepRunStart Step = "run-start" // the command started, capped
+	StepRunExit  Step = "run-exit"  // it exited, timed out, or was signalled
+	StepLeftover Step = "leftover"  // a process that outlived it
+
 	// Steps that end a run: each says how it ended.
 	StepZero           Step = "zero"
 	StepSurvivors      Step = "survivors"
@@ -47,12 +52,13 @@ const (
 	StepRefused        Step = "refused" // a safety rule refused the run; nothing changed
 	StepFailed         Step = "failed"  // an error ended the run
 	StepDrillEnd       Step = "drill-end"
+	StepRunEnd         Step = "run-end" // freeze run's teardown and verdict
 )
 
 // Ends reports whether s is a step that ends a run.
 func (s Step) Ends() bool {
 	switch s {
-	case StepZero, StepSurvivors, StepHold, StepNothingMatched, StepDryRun, StepMethodFailed, StepInterrupted, StepRefused, StepFailed, StepDrillEnd:
+	case StepZero, StepSurvivors, StepHold, StepNothingMatched, StepDryRun, StepMethodFailed, StepInterrupted, StepRefused, StepFailed, StepDrillEnd, StepRunEnd:
 		return true
 	}
 	return false

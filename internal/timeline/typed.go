@@ -130,6 +130,52 @@ type Revoked struct {
 	CtimeNS string `json:"ctime_ns"`
 }
 
+// RunStart is freeze run's command, started and capped (StepRunStart).
+type RunStart struct {
+	Command  []string `json:"command"`
+	PID      int      `json:"pid"`
+	Cap      string   `json:"cap"` // cgroup2, cgroup1 or rlimit
+	CapWhy   string   `json:"cap_why"`
+	Group    string   `json:"group,omitempty"`
+	MaxProcs int      `json:"max_procs"`
+}
+
+// RunExit is how the command ended (StepRunExit): Status is its exit
+// status (128+N for signal N), -1 if it did not exit.
+type RunExit struct {
+	Status   int    `json:"status"`
+	Signal   string `json:"signal,omitempty"` // one freeze passed on
+	TimedOut bool   `json:"timed_out"`
+}
+
+// RunLeftover is a process that outlived the command (StepLeftover).
+type RunLeftover struct {
+	PID     int     `json:"pid"`
+	Exe     string  `json:"exe"`
+	Comm    string  `json:"comm"`
+	AgeS    float64 `json:"age_s"`
+	PPID    int     `json:"ppid"`
+	How     string  `json:"how,omitempty"`
+	Pipes   int     `json:"pipes"`
+	Sockets int     `json:"sockets"`
+}
+
+// RunEnd is freeze run's verdict (StepRunEnd).
+type RunEnd struct {
+	Exit      int     `json:"exit"` // freeze run's exit code
+	Why       string  `json:"why"`
+	Leftovers int     `json:"leftovers"`
+	Refused   int     `json:"forks_refused"` // by the cap (pids.events)
+	Peak      int     `json:"peak"`          // pids.peak, -1 unknown
+	Max       int     `json:"max_procs"`
+	Zero      bool    `json:"zero"`
+	TookMS    float64 `json:"took_ms"`
+	// TeardownMS is from the freeze to zero confirmed; RemoveMS the
+	// groups' removal after it.
+	TeardownMS float64 `json:"teardown_ms"`
+	RemoveMS   float64 `json:"remove_ms"`
+}
+
 // Memory is freeze's own peak resident memory (StepMemory).
 type Memory struct {
 	VmHWMKiB int64 `json:"vm_hwm_kib"`

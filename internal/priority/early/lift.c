@@ -32,7 +32,9 @@ __attribute__((constructor)) static void freeze_early_lift(int argc, char **argv
 	// that is on fire) lift.
 	// They also drop a class inherited from a lifted shell (the runbook
 	// has the operator lift theirs).
-	static const char *const unlifted[] = {"timeline", "restore", "runbook", "help", "version", "--version", "--help", "-h", 0};
+	// freeze run and its child helper too: the command it starts must
+	// run at ordinary priority, never at freeze's real-time one.
+	static const char *const unlifted[] = {"timeline", "restore", "runbook", "help", "version", "--version", "--help", "-h", "run", "__run-child", 0};
 	if (argc > 1 && argv && argv[1]) {
 		for (int i = 0; unlifted[i]; i++) {
 			if (strcmp(argv[1], unlifted[i]) == 0) {

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/exefile"
+	"freeze/internal/freeze"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// The control tests of freeze run (#26). Each runs freeze run inside the
+// harness's own capped group; freeze run's v1 pids group nests inside it,
+// so the harness's literal cap holds over everything the command starts.
+
+// nestsInHarness skips where freeze run's group would not nest inside
+// the harness's cap: a v2 host whose root delegates pids (freeze run then
+// makes a top-level group).
+func nestsInHarness(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the harness's pids cgroup, which caps freeze run and all it starts")
+	}
+	if m, err := freeze.Cgroup2Mount(); err == nil {
+		if b, _ := os.ReadFile(filepath.Join(m, "cgroup.subtree_control")); strings.Contains(string(b), "pids") {
+			t.Skip("freeze run would make a top-level cgroup v2 group here, outside the harness's cap: not running a fork bomb in it")
+		}
+	}
+}
+
+// copyTool copies a system tool into the test's own directory: the
+// processes a test starts and looks for run that copy only.
+func copyTool(t *testing.T, dir, name string) string {
+	t.Helper()
+	src := "/bin/" + name
+	dst := filepath.Join(dir, name)
+	if err := exefile.Copy(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// running lists the live processes whose executable is path.
+func running(t *testing.T, path string) []int {
+	t.Helper()
+	want, err := proc.StatFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, _ := proc.Default.PIDs(nil)
+	var out []int
+	for _, pid := range pids {
+		f, err := proc.Default.ExeFile(pid)
+		if err != nil || f.Dev != want.Dev || f.Ino != want.Ino {
+			continue
+		}
+		if st, err := proc.Default.ReadStat(pid); err == nil && !st.Zombie() {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// runUnder starts freeze run through the harness and waits for it.
+func runUnder(t *testing.T, cmd []string, within time.Duration) (*containtest.Chain, int) {
+	t.Helper()
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second, Command: cmd})
+	ws, ok := c.Exit(within)
+	if !ok {
+		t.Fatalf("freeze run did not return within %v; stderr:\n%s", within, c.Stderr())
+	}
+	return c, ws.ExitStatus()
+}
+
+// A command that leaves a sleeping grandchild in a new session, holding
+// the pipe its caller reads, leaves nothing: freeze run returns within
+// --wait-delay, says how the grandchild left, kills it, and the reader's
+// pipe closes. Without the teardown, cat waits 60 s for the sleep.
+func TestRunLeavesNothingOfASessionEscape(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	tl := filepath.Join(dir, "run.jsonl")
+	report, said := filepath.Join(dir, "report.json"), filepath.Join(dir, "said")
+	inner := "setsid " + sleep + " 60 & echo started"
+	t0 := time.Now()
+	c, _ := runUnder(t, []string{"/bin/sh", "-c", bin + " run --wait-delay 500ms --report " + report + " -t " + tl + " -- /bin/sh -c '" + inner + "' 2>" + said + " | cat"}, 30*time.Second)
+	took := time.Since(t0)
+	var r runJSON
+	b, err := os.ReadFile(report)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	stderr, _ := os.ReadFile(said)
+	if err != nil || r.Exit != exitRunLeftovers || !strings.Contains(c.Stdout(), "started") {
+		t.Fatalf("report %+v (%v), want exit %d; stdout %q; stderr:\n%s", r, err, exitRunLeftovers, c.Stdout(), stderr)
+	}
+	if took > 15*time.Second {
+		t.Errorf("freeze run and its reader took %v: the leftover held the pipe", took)
+	}
+	if !strings.Contains(string(stderr), "left its session (setsid)") {
+		t.Errorf("the leftover is not said to have left its session:\n%s", stderr)
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("the grandchild is alive after freeze run returned: %v", left)
+	}
+	events, err := timeline.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := timeline.Summarize("", tl, events)
+	if h.Outcome != string(timeline.StepRunEnd) || h.Exit != exitRunLeftovers || h.Survivors != 1 {
+		t.Errorf("the timeline's summary: outcome %s, exit %d, leftovers %d", h.Outcome, h.Exit, h.Survivors)
+	}
+}
+
+// A fork bomb on a copy of bash, which only the cap can stop: under
+// --max-procs 64 freeze run returns, says the cap fired, and leaves
+// nothing running the copy.
+func TestRunCapStopsAForkBomb(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	bash := copyTool(t, dir, "bash")
+	report := filepath.Join(dir, "report.json")
+	c, code := runUnder(t, []string{bin, "run", "--max-procs", "64", "--wait-delay", "2s", "--report", report, "-t", filepath.Join(dir, "run.jsonl"),
+		"--", bash, "-c", ":(){ :|:& };:"}, 60*time.Second)
+	if code != exitRunCapHit {
+		t.Fatalf("exit %d, want %d (the cap fired); stderr:\n%s", code, exitRunCapHit, c.Stderr())
+	}
+	if !strings.Contains(c.Stderr(), "the cap fired") {
+		t.Errorf("freeze run does not say the cap fired:\n%s", c.Stderr())
+	}
+	if left := running(t, bash); len(left) > 0 {
+		t.Fatalf("%d processes of the bomb alive after freeze run returned", len(left))
+	}
+	var r runJSON
+	b, err := os.ReadFile(report)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil || r.Refused == 0 || !r.Zero || r.Peak > 64 {
+		t.Errorf("report %+v (%v): want forks refused, zero, a peak within 64", r, err)
+	}
+}
+
+// The command's own status passes through when nothing is left: 0, 3,
+// and 128+15 for a command killed by SIGTERM.
+func TestRunPassesTheStatusThrough(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	for script, want := range map[string]int{"exit 0": 0, "exit 3": 3, "kill -TERM $$": 128 + 15} {
+		_, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, strconv.Itoa(want)+".jsonl"), "--", "/bin/sh", "-c", script}, 30*time.Second)
+		if code != want {
+			t.Errorf("%q: exit %d, want %d", script, code, want)
+		}
+	}
+}
+
+// SIGTERM to freeze run is passed on to the command's group, and then
+// nothing is left.
+func TestRunSIGTERMLeavesNothing(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	tl := filepath.Join(dir, "run.jsonl")
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{bin, "run", "--wait-delay", "500ms", "-t", tl, "--", "/bin/sh", "-c", sleep + " 60 & " + sleep + " 60; wait"}})
+	waitRunning(t, sleep, 2)
+	if err := syscall.Kill(c.Leader, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ws, ok := c.Exit(30 * time.Second)
+	if !ok {
+		t.Fatalf("freeze run did not end on SIGTERM; stderr:\n%s", c.Stderr())
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("alive after SIGTERM to freeze run (exit %d): %v", ws.ExitStatus(), left)
+	}
+	if ws.ExitStatus() != 128+15 {
+		t.Errorf("exit %d, want the shell's 143 (it was killed by the SIGTERM passed on)", ws.ExitStatus())
+	}
+}
+
+func waitRunning(t *testing.T, path string, n int) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if len(running(t, path)) >= n {
+			return
+		}
+	}
+	t.Fatalf("%s never ran %d times", path, n)
+}
+
+// freeze run killed with SIGKILL leaves its groups, with what the
+// command started in them; the next 'freeze run --reap' ends them from
+// the state file.
+func TestRunReapEndsWhatAKilledRunLeft(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	state := filepath.Join(dir, "state")
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{bin, "run", "--state-dir", state, "-t", filepath.Join(dir, "run.jsonl"), "--", sleep, "60"}})
+	waitRunning(t, sleep, 1)
+	files, _ := filepath.Glob(filepath.Join(state, "runs", "freeze-run-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("state files %v, want the run's one", files)
+	}
+	if err := syscall.Kill(c.Leader, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.Exit(10 * time.Second)
+	if len(running(t, sleep)) != 1 {
+		t.Fatalf("the command should outlive a freeze run killed by SIGKILL (that is what --reap is for)")
+	}
+	r := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 60 * time.Second,
+		Command: []string{bin, "run", "--reap", "--state-dir", state}})
+	ws, ok := r.Exit(30 * time.Second)
+	if !ok || ws.ExitStatus() != 0 || !strings.Contains(r.Stderr(), "ended freeze-run-") {
+		t.Fatalf("--reap: exit %d (finished %v):\n%s", ws.ExitStatus(), ok, r.Stderr())
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("alive after --reap: %v", left)
+	}
+	if files, _ := filepath.Glob(filepath.Join(state, "runs", "*.json")); len(files) > 0 {
+		t.Errorf("state files left after --reap: %v", files)
+	}
+}
+
+// As an ordinary user without a delegated cgroup, freeze run still runs
+// the command, capped by RLIMIT_NPROC, and says that this cap is weaker.
+func TestRunAsNobodySaysWhichGuaranteesHold(t *testing.T) {
+	nestsInHarness(t)
+	if _, err := os.Stat("/usr/sbin/runuser"); err != nil {
+		t.Skip("no runuser to run freeze run as nobody")
+	}
+	bin := buildFreeze(t)
+	// A directory nobody can read and write: the binary and the record.
+	dir, err := os.MkdirTemp("", "freeze-run-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o777)
+	nbin := filepath.Join(dir, "freeze")
+	if err := exefile.Copy(bin, nbin); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(nbin, 0o755)
+	c, code := runUnder(t, []string{"/usr/sbin/runuser", "-u", "nobody", "--", nbin, "run", "--state-dir", filepath.Join(dir, "state"),
+		"-t", filepath.Join(dir, "run.jsonl"), "--", "/bin/sh", "-c", "exit 7"}, 30*time.Second)
+	if code != 7 {
+		t.Fatalf("exit %d, want the command's 7; stderr:\n%s", code, c.Stderr())
+	}
+	if !strings.Contains(c.Stderr(), "RLIMIT_NPROC, which counts every process of your user and does not bind root") {
+		t.Errorf("freeze run does not say its cap is the rlimit:\n%s", c.Stderr())
+	}
+	// With no group, the set is freeze's descendants: a grandchild in a
+	// new session is re-parented to freeze (the subreaper), and killed.
+	sleep := filepath.Join(dir, "sleep")
+	if err := exefile.Copy("/bin/sleep", sleep); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sleep, 0o755)
+	c, code = runUnder(t, []string{"/usr/sbin/runuser", "-u", "nobody", "--", nbin, "run", "--wait-delay", "300ms", "--state-dir", filepath.Join(dir, "state"),
+		"-t", filepath.Join(dir, "run2.jsonl"), "--", "/bin/sh", "-c", "setsid " + sleep + " 60 & exit 0"}, 30*time.Second)
+	if code != exitRunLeftovers || !strings.Contains(c.Stderr(), "left its session") {
+		t.Fatalf("a leftover as nobody: exit %d, want %d; stderr:\n%s", code, exitRunLeftovers, c.Stderr())
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("alive after freeze run as nobody: %v", left)
+	}
+}
+
+// go test -exec 'freeze run ... --' runs each test binary contained: a
+// package whose test leaks a grandchild on purpose fails with freeze
+// run's leftovers code, and the grandchild is gone when go test returns.
+// go test splits -exec into words and appends the binary and its flags,
+// so the command after -- is the test binary.
+func TestRunUnderGoTestExec(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	mod := filepath.Join(dir, "leaky")
+	os.Mkdir(mod, 0o755)
+	os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module leaky\n\ngo 1.21\n"), 0o644)
+	os.WriteFile(filepath.Join(mod, "leaky_test.go"), []byte(`package leaky
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+)
+
+// TestLeak starts a grandchild in a new session and returns: the leak
+// freeze run exists to catch.
+func TestLeak(t *testing.T) {
+	c := exec.Command("`+sleep+`", "60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+`), 0o644)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second, Dir: mod,
+		Command: []string{"/bin/sh", "-c", "cd " + mod + " && go test -count=1 -exec '" + bin + " run --wait-delay 200ms --' ."}})
+	ws, ok := c.Exit(100 * time.Second)
+	if !ok {
+		t.Fatalf("go test did not return; stdout:\n%s\nstderr:\n%s", c.Stdout(), c.Stderr())
+	}
+	said := c.Stdout() + c.Stderr()
+	removeKeptTimeline(t, said)
+	// go test prints the binary's output and FAIL, not the status, when
+	// the binary said PASS.
+	if ws.ExitStatus() == 0 || !strings.Contains(said, "exit 122: 1 process(es) outlived the command") || !strings.Contains(said, "FAIL\tleaky") {
+		t.Fatalf("go test exit %d, want a failure with freeze run's 122; stdout:\n%s\nstderr:\n%s", ws.ExitStatus(), c.Stdout(), c.Stderr())
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("the test's grandchild is alive after go test returned: %v", left)
+	}
+}
+
+// removeKeptTimeline removes the record freeze run kept in the state
+// directory, by the path it printed.
+func removeKeptTimeline(t *testing.T, said string) {
+	for _, line := range strings.Split(said, "\n") {
+		if _, p, ok := strings.Cut(line, "; timeline: "); ok && strings.HasPrefix(p, timeline.StateDir()+"/run-") {
+			os.Remove(strings.TrimSpace(p))
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package contain
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/freeze"
+)
+
+// Kinds of cap, strongest first.
+const (
+	CapCgroup2 = "cgroup2" // a v2 group with pids.max, CMD cloned into it (CLONE_INTO_CGROUP)
+	CapCgroup1 = "cgroup1" // a v1 pids group nested in freeze's own, joined before CMD's exec
+	CapRlimit  = "rlimit"  // RLIMIT_NPROC: per user, and root is not bound by it
+)
+
+// v1Root is where the v1 pids hierarchy is mounted (hybrid and v1 hosts).
+const v1Root = "/sys/fs/cgroup/pids"
+
+// freezerV1 is the v1 freezer hierarchy: the teardown freezes the set in
+// a group of it, which the child joins beside its pids group.
+const freezerV1 = "/sys/fs/cgroup/freezer"
+
+// capped is the kernel's cap on CMD's tree and the groups that hold it.
+type capped struct {
+	kind string
+	max  int
+	name string // the groups' base name: freeze-run-PID-START
+	// pids is the group whose pids.max caps the tree. On a v1 host, v2
+	// is a v2 group beside it (a hybrid host's unified hierarchy, which
+	// has cgroup.freeze and cgroup.kill without any controller) and
+	// freezer, where there is no v2, a v1 freezer group: what the
+	// teardown freezes and kills through. All are "" for the rlimit.
+	pids, v2, freezer string
+	// join are the cgroup.procs files the child writes itself into
+	// before its exec (v1); cgroupFD the v2 group CMD is cloned into.
+	join     []string
+	cgroupFD int
+	why      string // why this kind, and why not a stronger one
+}
+
+// newCap makes the groups for a tree of at most max tasks, or says why
+// it cannot and falls back to RLIMIT_NPROC.
+func newCap(name string, max int) (*capped, error) {
+	c := &capped{max: max, name: name, cgroupFD: -1}
+	var whyNot []string
+	if err := c.tryCgroup2(); err == nil {
+		return c, nil
+	} else {
+		whyNot = append(whyNot, "cgroup2: "+err.Error())
+	}
+	if err := c.tryCgroup1(); err == nil {
+		c.why += "; not cgroup2 (" + strings.Join(whyNot, "; ") + ")"
+		return c, nil
+	} else {
+		whyNot = append(whyNot, "cgroup1: "+err.Error())
+	}
+	c.kind = CapRlimit
+	c.why = "RLIMIT_NPROC, which counts every process of your user and does not bind root; no cgroup could be made (" + strings.Join(whyNot, "; ") + ")"
+	return c, nil
+}
+
+// tryCgroup2 makes a top-level v2 group with the pids controller, where
+// the v2 root delegates it (a unified host, as root).
+func (c *capped) tryCgroup2() error {
+	mount, err := freeze.Cgroup2Mount()
+	if err != nil {
+		return err
+	}
+	ctl, err := os.ReadFile(filepath.Join(mount, "cgroup.subtree_control"))
+	if err != nil || !hasWord(ctl, "pids") {
+		return fmt.Errorf("the pids controller is not enabled at %s", mount)
+	}
+	dir := filepath.Join(mount, c.name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(c.max)), 0); err != nil {
+		unix.Rmdir(dir)
+		return err
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Rmdir(dir)
+		return err
+	}
+	c.kind, c.pids, c.cgroupFD = CapCgroup2, dir, fd
+	c.why = fmt.Sprintf("a cgroup v2 group %s with pids.max=%d, which CMD is cloned into (CLONE_INTO_CGROUP): capped from its first instruction", dir, c.max)
+	return nil
+}
+
+// tryCgroup1 makes a v1 pids group nested in freeze's own (so a cap
+// around freeze, such as an outer freeze run's, still holds) and a v1
+// freezer group for the teardown. The child joins both before its exec.
+func (c *capped) tryCgroup1() error {
+	own, err := ownV1("pids")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(v1Root, own, c.name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(c.max)), 0); err != nil {
+		unix.Rmdir(dir)
+		return err
+	}
+	c.kind, c.pids = CapCgroup1, dir
+	c.join = []string{filepath.Join(dir, "cgroup.procs")}
+	c.why = fmt.Sprintf("a cgroup v1 pids group %s with pids.max=%d, which CMD joins before its exec", dir, c.max)
+	// The teardown's group: v2 (freeze and kill in one write each),
+	// else the v1 freezer, else SIGSTOP.
+	if mount, err := freeze.Cgroup2Mount(); err == nil {
+		v2 := filepath.Join(mount, c.name)
+		if err := os.Mkdir(v2, 0o755); err == nil {
+			c.v2 = v2
+			c.join = append(c.join, filepath.Join(v2, "cgroup.procs"))
+			c.why += fmt.Sprintf(", and a cgroup v2 group %s for the teardown (cgroup.freeze, cgroup.kill)", v2)
+			return nil
+		}
+	}
+	fdir := filepath.Join(freezerV1, c.name)
+	if err := os.Mkdir(fdir, 0o755); err == nil {
+		c.freezer = fdir
+		c.join = append(c.join, filepath.Join(fdir, "cgroup.procs"))
+	} else {
+		c.why += fmt.Sprintf("; no v1 freezer group (%v): the teardown stops processes with SIGSTOP instead", err)
+	}
+	return nil
+}
+
+// ownV1 is this process's group in the v1 hierarchy with controller ctl.
+func ownV1(ctl string) (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), ":", 3)
+		if len(f) == 3 && f[0] != "0" && hasWord([]byte(strings.ReplaceAll(f[1], ",", " ")), ctl) {
+			if _, err := os.Stat(filepath.Join(v1Root, f[2], "cgroup.procs")); err != nil {
+				return "", err
+			}
+			return f[2], nil
+		}
+	}
+	return "", fmt.Errorf("no v1 %s hierarchy", ctl)
+}
+
+func hasWord(b []byte, w string) bool {
+	for _, f := range strings.Fields(string(b)) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// members are the pids in the cap's group; for the rlimit, nil.
+func (c *capped) members() ([]int, error) {
+	if c.pids == "" {
+		return nil, nil
+	}
+	return readPids(filepath.Join(c.pids, "cgroup.procs"))
+}
+
+func readPids(path string) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// refused is how many forks the cap refused (pids.events, "max N").
+func (c *capped) refused() int {
+	if c.pids == "" {
+		return 0
+	}
+	b, _ := os.ReadFile(filepath.Join(c.pids, "pids.events"))
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "max" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// peak is the most tasks the group held (pids.peak), -1 if unknown.
+func (c *capped) peak() int {
+	if c.pids == "" {
+		return -1
+	}
+	b, err := os.ReadFile(filepath.Join(c.pids, "pids.peak"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// remove deletes the groups; each must be empty.
+func (c *capped) remove() error {
+	if c.cgroupFD >= 0 {
+		unix.Close(c.cgroupFD)
+		c.cgroupFD = -1
+	}
+	var errs []string
+	for _, d := range []string{c.freezer, c.v2, c.pids} {
+		if d == "" {
+			continue
+		}
+		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
+			errs = append(errs, fmt.Sprintf("rmdir %s: %v", d, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}

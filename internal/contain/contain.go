@@ -1,0 +1,217 @@
+// Package contain is freeze run: it runs one command so that nothing it
+// starts can outlive it or grow past a cap. The command starts in groups
+// made for it, capped by pids.max from outside (else RLIMIT_NPROC, said
+// to be weaker), in its own process group, with freeze as the child
+// subreaper of its whole tree. At every ending (the command exits, the
+// timeout fires, freeze is signalled) the tree is frozen, killed, and
+// zero is confirmed with the group empty; whatever outlived the command
+// is reported first. A group whose freeze was itself killed is ended by
+// Reap, from a state file that says what ran.
+//
+// It never signals a process outside the command's group (or, with the
+// rlimit, outside freeze's own descendants), and it pins every process
+// by a pidfd checked against its start time before signalling it.
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/match"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// Config is one command to run.
+type Config struct {
+	Command   []string
+	MaxProcs  int           // pids.max: tasks, threads included
+	Timeout   time.Duration // 0: none
+	WaitDelay time.Duration // after the command exits, for its descendants to exit
+	// Self is freeze's own executable, which the child runs to join the
+	// groups (ChildArg).
+	Self string
+	// StateDir holds a state file per live run, for Reap.
+	StateDir string
+	Rec      *timeline.Recorder
+}
+
+// Report is how a run ended.
+type Report struct {
+	Cap      string // CapCgroup2, CapCgroup1, CapRlimit
+	CapWhy   string
+	Group    string // the group that held the tree, "" for the rlimit
+	Status   int    // the command's exit status (128+N for signal N), -1 if it never exited
+	Signaled string // a signal freeze received and passed on, if any
+	TimedOut bool
+	// Refused is how many forks the cap refused (pids.events); Peak the
+	// most tasks the group held (-1 unknown).
+	Refused, Peak int
+	Leftovers     []Leftover
+	Zero          bool  // the teardown confirmed the group empty
+	TeardownErr   error // why it could not
+	Took          time.Duration
+	// TeardownTook is from the freeze to zero confirmed; RemoveTook the
+	// removal of the groups after it.
+	TeardownTook, RemoveTook time.Duration
+}
+
+// CapHit reports whether the cap refused a fork.
+func (r Report) CapHit() bool { return r.Refused > 0 }
+
+// Run runs c.Command to its end, then tears down what is left.
+func Run(c Config) (Report, error) {
+	t0 := time.Now()
+	rep := Report{Status: -1, Peak: -1}
+	if len(c.Command) == 0 {
+		return rep, errors.New("no command")
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return rep, fmt.Errorf("PR_SET_CHILD_SUBREAPER: %w", err)
+	}
+	name := fmt.Sprintf("freeze-run-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cp, err := newCap(name, c.MaxProcs)
+	if err != nil {
+		return rep, err
+	}
+	rep.Cap, rep.CapWhy, rep.Group = cp.kind, cp.why, cp.pids
+	st := newState(c.StateDir, name, cp, c.Command)
+	defer st.remove()
+	cmd, err := start(c, cp)
+	if err != nil {
+		cp.remove()
+		return rep, err
+	}
+	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunStart, fmt.Sprintf("started %s as pid %d, capped by %s", match.ShellJoin(c.Command), cmd.Process.Pid, cp.why),
+		timeline.RunStart{Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs})
+	r := newReaper(cmd.Process.Pid)
+	defer r.stop()
+	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r)
+	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, exitWords(rep), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
+	settle(c, cp, r)
+	rep.Leftovers = leftovers(cp, cmd.Process.Pid)
+	for _, l := range rep.Leftovers {
+		c.Rec.RecordOf(timeline.StageMatch, timeline.StepLeftover, l.String(), l.record())
+	}
+	rep.Refused, rep.Peak = cp.refused(), cp.peak()
+	t1 := time.Now()
+	rep.Zero, rep.TeardownErr = teardown(cp)
+	t2 := time.Now()
+	if err := cp.remove(); err != nil && rep.TeardownErr == nil {
+		rep.TeardownErr = err
+	}
+	rep.TeardownTook, rep.RemoveTook = t2.Sub(t1), time.Since(t2)
+	rep.Took = time.Since(t0)
+	return rep, nil
+}
+
+// start starts the child: freeze's helper, which joins the groups and
+// execs the command, in a process group of its own, inheriting freeze's
+// stdin, stdout and stderr (freeze reads none of them, so a descendant
+// that holds one cannot hang it).
+func start(c Config, cp *capped) (*exec.Cmd, error) {
+	args := []string{ChildArg}
+	for _, j := range cp.join {
+		args = append(args, "--join", j)
+	}
+	if cp.kind == CapRlimit {
+		// The count is the user's: the cap sits above what it runs now.
+		args = append(args, "--nproc", strconv.Itoa(userTasks(os.Getuid())+c.MaxProcs))
+	}
+	args = append(append(args, "--"), c.Command...)
+	cmd := exec.Command(c.Self, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cp.cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cp.cgroupFD
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", c.Command[0], err)
+	}
+	return cmd, nil
+}
+
+// wait waits for the command to exit, the timeout, or a signal to
+// freeze, which is passed on to the command's process group as a shell
+// would. It returns the command's status (-1 if it did not exit).
+func wait(c Config, pid int, r *reaper) (status int, signaled string, timedOut bool) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var timeout <-chan time.Time
+	if c.Timeout > 0 {
+		t := time.NewTimer(c.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case ws := <-r.exited:
+			return statusOf(ws), signaled, false
+		case <-timeout:
+			return -1, signaled, true
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			signaled = unix.SignalName(sig)
+			unix.Kill(-pid, sig)
+			// The command gets WaitDelay to end on it; then the group goes.
+			select {
+			case ws := <-r.exited:
+				return statusOf(ws), signaled, false
+			case <-time.After(c.WaitDelay):
+				return -1, signaled, false
+			}
+		}
+	}
+}
+
+func statusOf(ws unix.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
+
+// settle gives the command's descendants WaitDelay to exit by
+// themselves once the command has.
+func settle(c Config, cp *capped, r *reaper) {
+	for end := time.Now().Add(c.WaitDelay); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if n, _ := live(cp, r.child); n == 0 {
+			return
+		}
+	}
+}
+
+func exitWords(r Report) string {
+	switch {
+	case r.TimedOut:
+		return "the command timed out"
+	case r.Status < 0:
+		return "the command did not exit after " + r.Signaled
+	case r.Status > 128:
+		return fmt.Sprintf("the command was killed by %s", unix.SignalName(syscall.Signal(r.Status-128)))
+	}
+	return fmt.Sprintf("the command exited %d", r.Status)
+}
+
+// userTasks counts the tasks of uid (RLIMIT_NPROC counts threads).
+func userTasks(uid int) int {
+	pids, _ := proc.Default.PIDs(nil)
+	n := 0
+	for _, pid := range pids {
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+strconv.Itoa(pid), &st) == nil && int(st.Uid) == uid {
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+			n += max(1, len(tasks))
+		}
+	}
+	return n
+}
