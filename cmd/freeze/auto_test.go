@@ -12,6 +12,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/gate"
+	"freeze/internal/timeline"
 )
 
 // autoRequests are the guard's automatic runs so far.
@@ -44,6 +45,16 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
 		Command: []string{bin, "guard", "--run-dir", run, "--auto", "300", "--auto-under", base}})
 	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+	// Every automatic run's timeline, not only the first: the guard may
+	// queue a second hold of the chain before the first has frozen it,
+	// and that one's file was left in /var/tmp/freeze on every run.
+	t.Cleanup(func() {
+		for _, e := range logEvents(t, run) {
+			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, timeline.StateDir()+"/") {
+				os.Remove(tl)
+			}
+		}
+	})
 
 	t.Run("pool-of-400", func(t *testing.T) {
 		fifo := filepath.Join(base, "never")
