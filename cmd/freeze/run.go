@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,6 +20,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
+	"freeze/internal/version"
 )
 
 // Exit codes, as documented in the usage text and the README: the table
@@ -49,6 +51,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runGuard(o, args[1:])
 		case "run":
 			return runRun(o, args[1:])
+		case "version", "--version":
+			fmt.Fprintln(o.stdout, version.Get())
+			return exitZero
+		case "help":
+			return runHelp(o, args[1:])
 		case hiddenChain:
 			return runChainFixture(args[1:])
 		case contain.ChildArg:
@@ -205,7 +212,9 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	}
 	if fl.NArg() > 0 {
 		o.errorf("unexpected argument %q", fl.Arg(0))
-		o.hintf("name the executable with --path %s, or see 'freeze --help'", match.ShellQuote(fl.Arg(0)))
+		if !sayRunning(o, fl.Arg(0)) {
+			o.hintf("name the executable by its full path: freeze --path /abs/path/to/binary ('freeze census' shows what runs most)")
+		}
 		return f, exitUsage
 	}
 	return f, -1
@@ -265,12 +274,26 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 		switch {
 		case errors.Is(err, match.ErrRelative):
 			o.errorf("--path %q is not absolute", p)
-			o.hintf("give the full path, for example --path %s", match.ShellQuote(mustAbs(p)))
+			if !sayRunning(o, p) {
+				o.hintf("give the full path, for example --path %s", match.ShellQuote(mustAbs(p)))
+			}
 			return spec, exitUsage
 		case errors.Is(err, fs.ErrNotExist):
-			o.errorf("--path %s: no such file", p)
-			o.hintf("a binary replaced during a rebuild still matches by its old path once the new one is in place; check the path with ls -l %s", match.ShellQuote(p))
-			return spec, exitUsage
+			// The test cache removed under its chain: the file is gone,
+			// and its processes still run it.
+			d, others, derr := match.ResolveDeleted(proc.Default, p)
+			if derr != nil {
+				o.errorf("--path %s: no such file, and no live process runs a deleted file of that name", p)
+				if !sayRunning(o, p) {
+					o.hintf("check the path with ls -l %s; 'freeze census' shows what runs most", match.ShellQuote(p))
+				}
+				return spec, exitUsage
+			}
+			o.sayf("--path %s was deleted: matching the file its processes still run (device %d, inode %d)", p, d.File.Dev, d.File.Ino)
+			if others > 0 {
+				o.warnf("%d other processes run an older deleted file of that path: not matched; run freeze again for them", others)
+			}
+			t, err = d, nil
 		case errors.Is(err, match.ErrNotRegular):
 			o.errorf("--path %v", err)
 			o.hintf("to match everything run from a directory, use --under %s", match.ShellQuote(p))
@@ -329,4 +352,44 @@ func mustAbs(p string) string {
 		return p
 	}
 	return a
+}
+
+// runHelp is 'freeze help [CMD]': the usage of freeze or of CMD.
+func runHelp(o out, args []string) int {
+	texts := map[string]string{"": usageText(), "run": runUsage, "guard": guardUsage, "drill": drillUsage, "timeline": timelineUsage,
+		"census": censusUsage, "runbook": runbookUsage, "restore": restoreUsage}
+	name := ""
+	if len(args) > 0 {
+		name = args[0]
+	}
+	text, ok := texts[name]
+	if !ok || len(args) > 1 {
+		o.errorf("help: no command %q", strings.Join(args, " "))
+		o.hintf("freeze help [run | guard | drill | census | timeline | runbook | restore]")
+		return exitUsage
+	}
+	fmt.Fprint(o.stdout, text)
+	return exitZero
+}
+
+// sayRunning names the executables live processes run whose file name is
+// name's (a bare name, or a relative path's last element), with the
+// command for each; false when none runs.
+func sayRunning(o out, name string) bool {
+	running := match.RunningNamed(proc.Default, filepath.Base(name))
+	for i, r := range running {
+		if i == 5 {
+			o.hintf("... and %d more executables named %s", len(running)-5, filepath.Base(name))
+			break
+		}
+		what := fmt.Sprintf("%d process", r.Count)
+		if r.Count != 1 {
+			what += "es"
+		}
+		if r.Deleted {
+			what += ", of a file since deleted or replaced"
+		}
+		o.hintf("running now: %s (%s): freeze --path %s", r.Path, what, match.ShellQuote(r.Path))
+	}
+	return len(running) > 0
 }

@@ -28,10 +28,15 @@ func runRunbook(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze runbook", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	list := fl.BoolP("list", "l", false, "")
+	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("runbook: %v", err)
 		o.hintf("freeze runbook [NAME | --list]")
 		return exitUsage
+	}
+	if *help {
+		fmt.Fprint(o.stdout, runbookUsage)
+		return exitZero
 	}
 	if *list {
 		for _, r := range runbooks.List() {
@@ -318,7 +323,13 @@ func runRestore(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze restore", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
 	path := fl.StringP("timeline", "t", "", "")
-	if err := fl.Parse(args); err != nil || *path == "" || fl.NArg() > 0 {
+	help := fl.BoolP("help", "h", false, "")
+	err := fl.Parse(args)
+	if err == nil && *help {
+		fmt.Fprint(o.stdout, restoreUsage)
+		return exitZero
+	}
+	if err != nil || *path == "" || fl.NArg() > 0 {
 		if err != nil {
 			o.errorf("restore: %v", err)
 		} else {
@@ -350,3 +361,33 @@ func runRestore(o out, args []string) int {
 	}
 	return code
 }
+
+const runbookUsage = `Usage:
+    freeze runbook [NAME]
+    freeze runbook --list
+
+Prints a runbook, markdown, from the binary itself (no network, no
+repository needed): by default the incident runbook, the steps an
+operator follows while a chain eats the machine.
+
+Options:
+    -l, --list   the runbooks, one a line, with what each is for
+`
+
+const restoreUsage = `Usage:
+    freeze restore --timeline FILE
+
+Puts back the execute bits that a run with --revoke-exec removed, as its
+timeline recorded them; the run printed this exact command. Only a
+timeline owned by root (or you) and not writable by others is taken, and
+a file that is no longer the one revoked (another inode, owner or mode)
+is left alone and said.
+
+Options:
+    -t, --timeline FILE   the timeline of the run that revoked exec
+
+Exit codes:
+    0   every mode was put back (or the run revoked nothing)
+    1   a file was left alone: see the warnings
+    2   usage, or a timeline restore will not take
+`

@@ -18,6 +18,8 @@
 package gate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -458,4 +460,12 @@ func StillLoaded(ids []uint32, within time.Duration) []uint32 {
 		}
 	}
 	return left
+}
+
+// ObjectHash is the SHA-256 of the gate's BPF object, as built into this
+// binary (gen.go): what 'freeze version' names, so that two builds can be
+// told apart by the programs they load.
+func ObjectHash() string {
+	sum := sha256.Sum256(_GateBytes)
+	return hex.EncodeToString(sum[:])
 }

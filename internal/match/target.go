@@ -25,6 +25,10 @@ type Target struct {
 	// inode it names the file, whose inode number a filesystem reuses
 	// after a deletion.
 	Birth int64
+	// Deleted: the file is gone from Path, and the identity is the one
+	// its live processes still run (ResolveDeleted). Nothing can open it
+	// by its path.
+	Deleted bool
 }
 
 // Sentinels for bad targets: the CLI turns them into usage errors.

@@ -152,7 +152,14 @@ func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 		return nil, "with --arg the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
 	}
 	var files []gate.File
+	var deleted []string
 	for _, t := range spec.Targets {
+		if t.Deleted {
+			// Nothing can open it by its path: its processes are
+			// gated by the scan's marks, and their children by lineage.
+			deleted = append(deleted, t.Path)
+			continue
+		}
 		files = append(files, gate.File{Path: t.Path, Stat: t.File})
 	}
 	var w underWalk
@@ -160,6 +167,9 @@ func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 		w.walk(dir, force, &files)
 	}
 	var notes []string
+	if len(deleted) > 0 {
+		notes = append(notes, fmt.Sprintf("%s was deleted: the gate gates its processes as the scan marks them, and what they start by lineage", strings.Join(deleted, ", ")))
+	}
 	if w.more > 0 {
 		notes = append(notes, fmt.Sprintf("%d more executables under --under than the gate holds: their processes are gated when the scan marks them", w.more))
 	}

@@ -35,6 +35,7 @@ import (
 	"freeze/internal/proc"
 	"freeze/internal/rounds"
 	"freeze/internal/timeline"
+	"freeze/internal/version"
 )
 
 // Config is one run.
@@ -230,7 +231,7 @@ func (r *run) recordStart() {
 		Under: c.Spec.Under, Args: c.Spec.Args, Descendants: !c.Spec.NoDescendants,
 		MethodAsked: string(c.Method), Hold: c.Hold, DryRun: c.DryRun,
 		RoundsMax: c.Rounds, TimeoutS: c.Timeout.Seconds(), Priority: c.Priority,
-		HostInfo: timeline.Host(),
+		HostInfo: timeline.Host(), Version: version.Get().String(),
 	}
 	for _, t := range c.Spec.Targets {
 		start.Targets = append(start.Targets, timeline.StartTarget{Path: t.Path, Dev: t.File.Dev, Ino: t.File.Ino, Mode: fmt.Sprintf("%#o", t.Mode.Perm())})

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"freeze/internal/match"
 )
 
 // HostRun is one timeline of a fleet: one run on one host, summed up for
@@ -125,7 +127,7 @@ func Summarize(host, file string, events []Event) HostRun {
 			e.Decode(&s)
 			h.Started = e.Time.UTC().Format(time.RFC3339)
 			h.Hostname, h.MachineID, h.Kernel = s.Host, s.MachineID, s.Kernel
-			h.Command = strings.Join(s.Command, " ")
+			h.Command = match.ShellJoin(s.Command)
 		case StepMatch:
 			var m Matched
 			e.Decode(&m)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"freeze/internal/match"
 )
 
 // Render writes events in format ("markdown", "text" or "json") as a
@@ -73,11 +75,16 @@ func (r renderer) header(events []Event) {
 	}
 	var start Start
 	if first.Step == StepStart && first.Decode(&start) == nil && len(start.Command) > 0 {
-		line := strings.Join(start.Command, " ")
+		// Quoted, so that it pastes back as the same words: a bash
+		// bomb's --arg ':(){ :|:& };:' is one word.
+		line := match.ShellJoin(start.Command)
 		if r.md {
 			fmt.Fprintf(r.w, "\nCommand: %s\n", mdCode(line))
 		} else {
 			fmt.Fprintf(r.w, "\nCommand: %s\n", oneLine(line))
+		}
+		if start.Host != "" || start.Version != "" {
+			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Host: %s, kernel %s; %s", dashIfEmpty(start.Host), dashIfEmpty(start.Kernel), start.Version)))
 		}
 	}
 	r.heading("Outcome")
@@ -170,4 +177,11 @@ func outcome(events []Event) string {
 		}
 	}
 	return "Unknown: the timeline ends before an outcome."
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -32,6 +32,8 @@ type Start struct {
 	// LiftedAt is when package early lifted the process, RFC 3339 UTC;
 	// empty if it did not.
 	LiftedAt string `json:"lifted_at,omitempty"`
+	// Version is the freeze that ran (internal/version's line).
+	Version string `json:"freeze_version,omitempty"`
 	HostInfo
 }
 

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/exefile"
+)
+
+// A binary deleted under its processes (the test cache removed under
+// its chain) can still be named: --path takes the identity its processes
+// run, from /proc/PID/exe. On 52cc04d it was "no such file", exit 2.
+func TestPathOfADeletedBinary(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the harness's pids cgroup")
+	}
+	bin := buildFreeze(t)
+	cache := filepath.Join(t.TempDir(), "cache")
+	os.Mkdir(cache, 0o755)
+	sleep := filepath.Join(cache, "sleep")
+	if err := exefile.Copy("/bin/sleep", sleep); err != nil {
+		t.Fatal(err)
+	}
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{"/bin/sh", "-c", sleep + " 60 & " + sleep + " 60 & " + sleep + " 60 & wait"}})
+	for end := time.Now().Add(20 * time.Second); c.Members() < 4 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	}
+	if err := os.RemoveAll(cache); err != nil {
+		t.Fatal(err)
+	}
+	run := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{bin, "--no-guard", "--path", sleep, "--timeline", filepath.Join(t.TempDir(), "t.jsonl")}})
+	ws, ok := run.Exit(90 * time.Second)
+	if !ok || ws.ExitStatus() != 0 || !strings.Contains(run.Stderr(), "was deleted: matching the file its processes still run") || !strings.Contains(run.Stderr(), "zero remain (3 matched)") {
+		t.Fatalf("exit %d (finished %v):\n%s", ws.ExitStatus(), ok, run.Stderr())
+	}
+	if n := c.Members(); n > 1 {
+		t.Fatalf("%d members of the harness's group alive, want the shell alone (or none)", n)
+	}
+}

@@ -1,0 +1,96 @@
+package contain
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/exefile"
+	"freeze/internal/proc"
+)
+
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+// bystander starts a copy of sleep of the test's own, in its own
+// process group, killed at cleanup: the process a reused pid now names.
+func bystander(t *testing.T) proc.Stat {
+	t.Helper()
+	dir := t.TempDir()
+	sleep := filepath.Join(dir, "sleep")
+	if err := exefile.Copy("/bin/sleep", sleep); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(sleep, "60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL); c.Wait() })
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if st, err := proc.Default.ReadStat(c.Process.Pid); err == nil && st.Comm == "sleep" {
+			return st
+		}
+	}
+	t.Fatal("the bystander never ran")
+	return proc.Stat{}
+}
+
+// groupListing is a stand-in for a group's cgroup.procs: a directory of
+// the test's own whose listing it sets.
+func groupListing(t *testing.T, pids ...int) *capped {
+	t.Helper()
+	dir := t.TempDir()
+	var b []byte
+	for _, p := range pids {
+		b = append(b, strconv.Itoa(p)+"\n"...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &capped{kind: CapCgroup1, pids: dir, cgroupFD: -1}
+}
+
+func alive(pid int) bool {
+	st, err := proc.Default.ReadStat(pid)
+	return err == nil && !st.Zombie()
+}
+
+// A leftover seen at one start time whose pid now belongs to another
+// process (it exited, and the pid was reused) is never signalled: the
+// pidfd is opened for the identity seen, and fails for the new process.
+func TestAReusedPidIsNeverSignalled(t *testing.T) {
+	by := bystander(t)
+	seen := by
+	seen.Start-- // what the teardown saw: the pid's earlier process
+	cp := groupListing(t, by.PID)
+	killPinned(cp, []proc.Stat{seen})
+	time.Sleep(50 * time.Millisecond)
+	if !alive(by.PID) {
+		t.Fatalf("pid %d was signalled: its process is not the one the teardown saw", by.PID)
+	}
+	// The same process, seen as it is, is killed: the check is not what
+	// spared it above.
+	killPinned(cp, []proc.Stat{by})
+	for end := time.Now().Add(5 * time.Second); alive(by.PID) && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	}
+	if alive(by.PID) {
+		t.Fatalf("pid %d, a member seen as it is, survived its kill", by.PID)
+	}
+}
+
+// A process pinned but no longer a member once pinned (it left the
+// group, and a pid of the listing is someone else's) is not signalled.
+func TestOnlyAMemberOnceItIsPinnedIsSignalled(t *testing.T) {
+	by := bystander(t)
+	cp := groupListing(t) // the group lists nobody: by is not a member
+	killPinned(cp, []proc.Stat{by})
+	time.Sleep(50 * time.Millisecond)
+	if !alive(by.PID) {
+		t.Fatalf("pid %d was signalled though the group does not list it", by.PID)
+	}
+}
