@@ -58,7 +58,7 @@ func runCensus(o out, args []string) int {
 	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.errorf("census: %v", err)
+		o.flagError("census: ", err)
 		o.hintf("freeze census [--sample 1s] [--top 10] [--format text|json|prometheus]")
 		return exitUsage
 	}

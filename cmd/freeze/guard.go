@@ -112,7 +112,7 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	fl.DurationVar(&f.metricsEvery, "metrics-every", 15*time.Second, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.errorf("%v", err)
+		o.flagError("", err)
 		o.hintf("see 'freeze guard --help'")
 		return f, exitUsage
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"freeze/internal/match"
 	"freeze/internal/timeline"
@@ -43,4 +44,13 @@ func (o out) progress(e timeline.Event) {
 		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, e.Stage)
 	}
 	fmt.Fprintf(o.stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, match.OneLine(e.Msg))
+}
+
+// flagError says a flag parse error, with a hint where the mistake is a
+// common one: a duration without its unit (--timeout 5).
+func (o out) flagError(prefix string, err error) {
+	o.errorf("%s%v", prefix, err)
+	if strings.Contains(err.Error(), "missing unit in duration") {
+		o.hintf("a duration needs its unit: 5s, 2m, 500ms")
+	}
 }

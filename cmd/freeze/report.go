@@ -80,7 +80,7 @@ func report(o out, f stopFlags, rep incident.Report) guard.Result {
 		s.Support, _ = json.Marshal(res.Support)
 		reportDryRun(o, rep)
 	case timeline.StepHold:
-		o.sayf("holding %d processes frozen in %s", res.Matched, res.Group.Where())
+		o.sayf("holding %s frozen in %s", match.Count(res.Matched, "process", "processes"), res.Group.Where())
 		o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
 		o.sayf("to thaw instead:   %s", res.Group.ThawHint())
 	case timeline.StepInterrupted:
@@ -152,7 +152,7 @@ func reportInterrupted(o out, f stopFlags, rep incident.Report) {
 func reportSurvivors(o out, rep incident.Report) []survivorJSON {
 	survivors := rep.Stop.Survivors
 	var js []survivorJSON
-	o.errorf("%d processes survive", len(survivors))
+	o.errorf("%s survive", match.Count(len(survivors), "process", "processes"))
 	for i, sv := range survivors {
 		js = append(js, survivorJSON{sv.PID, string(sv.State), sv.Wchan})
 		if i == 20 {

@@ -202,7 +202,7 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	fl.StringArrayVar(&f.disposable, "disposable", nil, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.errorf("%v", err)
+		o.flagError("", err)
 		o.hintf("see 'freeze --help'")
 		return f, exitUsage
 	}

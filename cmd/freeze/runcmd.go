@@ -228,7 +228,7 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	fl.StringVar(&f.stateDir, "state-dir", contain.StateDir(), "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.errorf("run: %v", err)
+		o.flagError("run: ", err)
 		o.hintf("freeze run [--max-procs N] [--timeout D] -- CMD [ARGS...]; see 'freeze run --help'")
 		return f, nil, exitUsage
 	}

@@ -139,6 +139,13 @@ func runFleet(o out, paths []string, format string) int {
 		o.errorf("timeline: %v", err)
 		return exitUsage
 	}
+	// A fleet with hosts that need an operator is not a success: a
+	// script that renders the postmortem can act on it.
+	for _, r := range runs {
+		if r.Attention != "" {
+			return exitSurvivors
+		}
+	}
 	return exitZero
 }
 
@@ -156,7 +163,8 @@ survivors, exit code), the hosts that need attention, then each host's
 steps. DIR holds one subdirectory per host with that host's timelines,
 as the Ansible playbook collects them (./freeze-incident/HOST/*.jsonl);
 a host is named after its subdirectory, else after the hostname its
-timeline recorded.
+timeline recorded. A fleet postmortem exits 1 when any host needs
+attention, 0 when none does.
 
 Options:
     -f, --format FORMAT   markdown (default), text (one file only) or json
@@ -230,7 +238,7 @@ func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
 	fl.StringVar(&f.runDir, "run-dir", guard.DefaultRunDir, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.errorf("drill: %v", err)
+		o.flagError("drill: ", err)
 		o.hintf("freeze drill [--size N] [--shape tree|line|churn] [--method M] [--timeline FILE]")
 		return f, "", exitUsage
 	}

@@ -27,6 +27,7 @@ type Report struct {
 	Verdict string     `json:"verdict"`
 	Load    [3]float64 `json:"load"`
 	Cores   int        `json:"cores"`
+	Running int        `json:"runnable_now"` // procs_running less the census, -1 unknown
 	PidLine string     `json:"pid_space"`
 	MemLine string     `json:"memory"`
 	Sample  float64    `json:"sample_s"`
@@ -89,7 +90,11 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 	if la, err := pfs.LoadAvg(); err == nil {
 		r.Load = [3]float64{la.Load1, la.Load5, la.Load15}
 	}
-	r.Verdict = VerdictLine(r.Load[0], r.Load[1], r.Load[2], r.Cores)
+	r.Running = -1
+	if b, err := os.ReadFile(fs.Root + "/stat"); err == nil {
+		r.Running = procsRunning(b)
+	}
+	r.Verdict = VerdictLine(r.Load[0], r.Load[1], r.Load[2], r.Cores, r.Running)
 
 	a := take(fs)
 	t0 := time.Now()

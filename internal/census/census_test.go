@@ -36,9 +36,20 @@ func TestVerdict(t *testing.T) {
 			t.Errorf("Verdict(%v, %d) = %q, want %q", tt.load, tt.cores, got, tt.want)
 		}
 	}
-	line := VerdictLine(69.9, 50, 20, 4)
+	line := VerdictLine(69.9, 50, 20, 4, -1)
 	if !strings.HasPrefix(line, "load 69.90 50.00 20.00 / 4 cores -- OVERLOADED -- ") {
 		t.Errorf("verdict line %q", line)
+	}
+	// After the chain: the average still says overloaded, the run queue
+	// does not (#27: 24 processes alive, "OVERLOADED", then "no suspect").
+	if line := VerdictLine(30, 20, 8, 2, 1); !strings.Contains(line, "1 runnable now -- recovering -- ") {
+		t.Errorf("a machine whose chain is gone: %q", line)
+	}
+	if line := VerdictLine(30, 20, 8, 2, 40); !strings.Contains(line, "40 runnable now -- OVERLOADED -- ") {
+		t.Errorf("a machine still on fire: %q", line)
+	}
+	if n := procsRunning([]byte("cpu  1 2 3\nprocs_running 5\nprocs_blocked 0\n")); n != 4 {
+		t.Errorf("procs_running 5 read as %d runnable besides the reader, want 4", n)
 	}
 }
 

@@ -8,7 +8,10 @@
 // for the top rows only, and socket owners within a time budget.
 package census
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Verdict words the load against the core count. The thresholds are on the
 // ratio, never the raw load: a load of 8 is idle for 64 cores and a fire
@@ -30,10 +33,33 @@ func Verdict(load1 float64, cores int) (word, advice string) {
 	}
 }
 
-// VerdictLine is the census's first line.
-func VerdictLine(load1, load5, load15 float64, cores int) string {
+// VerdictLine is the census's first line. running is how many tasks are
+// runnable now (/proc/stat's procs_running, the census itself left out),
+// -1 if unknown. The load average follows a minute behind: after the
+// chain is gone it still says overloaded, so the verdict goes by what is
+// runnable now, and says when the average lags.
+func VerdictLine(load1, load5, load15 float64, cores, running int) string {
 	word, advice := Verdict(load1, cores)
-	return fmt.Sprintf("load %.2f %.2f %.2f / %d cores -- %s -- %s", load1, load5, load15, cores, word, advice)
+	if running < 0 {
+		return fmt.Sprintf("load %.2f %.2f %.2f / %d cores -- %s -- %s", load1, load5, load15, cores, word, advice)
+	}
+	now, nowAdvice := Verdict(float64(running), cores)
+	if (word == "overloaded" || word == "OVERLOADED") && (now == "ok" || now == "busy") {
+		now, nowAdvice = "recovering", fmt.Sprintf("the 1-minute load average lags behind: only %d runnable now; if a chain was stopped, it is over", running)
+	}
+	return fmt.Sprintf("load %.2f %.2f %.2f / %d cores, %d runnable now -- %s -- %s", load1, load5, load15, cores, running, now, nowAdvice)
+}
+
+// procsRunning is /proc/stat's procs_running less the reader itself, or
+// -1.
+func procsRunning(statFile []byte) int {
+	for _, l := range strings.Split(string(statFile), "\n") {
+		var n int
+		if _, err := fmt.Sscanf(l, "procs_running %d", &n); err == nil {
+			return max(0, n-1)
+		}
+	}
+	return -1
 }
 
 // Row is one executable's processes over the sample.

@@ -246,7 +246,9 @@ func (r *run) closeGate() {
 	r.gateOn = nil
 	d := timeline.GateDetached{Action: gateAction(g), Form: g.Form.Word(), ForksStopped: c.Forks(), ExecsStopped: c.Execs(),
 		ForksRefused: c.ForksRefused, ExecsRefused: c.ExecsRefused, TargetExecs: c.TargetExecs, Lineage: c.Lineage}
-	msg := fmt.Sprintf("gate detached: it %s %d fork and %d exec attempts of the chain and %d exec(s) of a target, and gated %d children by lineage", gateAction(g), c.Forks(), c.Execs(), c.TargetExecs, c.Lineage)
+	msg := fmt.Sprintf("gate detached: it %s %s and %s of the chain and %s of a target, and gated %s by lineage", gateAction(g),
+		match.Count(int(c.Forks()), "fork attempt", "fork attempts"), match.Count(int(c.Execs()), "exec attempt", "exec attempts"),
+		match.Count(int(c.TargetExecs), "exec", "execs"), match.Count(int(c.Lineage), "child", "children"))
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}

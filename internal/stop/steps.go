@@ -26,8 +26,8 @@ func (r *run) match() error {
 	r.res, r.out.Matched = res, res.Live()
 	took := time.Since(t0)
 	from := r.scanner.ReadFrom()
-	msg := fmt.Sprintf("%d live processes match (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
-		res.Live(), res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond), from)
+	msg := fmt.Sprintf("%s match (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
+		match.Count(res.Live(), "live process", "live processes"), res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond), from)
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
@@ -202,7 +202,7 @@ func (r *run) grow() error {
 	case err != nil:
 		return err
 	default:
-		r.rec.Record(timeline.StageFreeze, timeline.StepFixed, fmt.Sprintf("fixed set: %d processes, none outside %s", res.Live(), g.Where()), timeline.F{"set": res.Live()})
+		r.rec.Record(timeline.StageFreeze, timeline.StepFixed, fmt.Sprintf("fixed set: %s, none outside %s", match.Count(res.Live(), "process", "processes"), g.Where()), timeline.F{"set": res.Live()})
 	}
 	return nil
 }
@@ -213,7 +213,7 @@ func (r *run) hold() error {
 	g := r.out.Group
 	if r.c.Hold {
 		r.out.Kind = Held
-		r.rec.Record(timeline.StageFreeze, timeline.StepHold, fmt.Sprintf("holding %d processes frozen in %s (--hold)", r.res.Live(), g.Where()), timeline.F{"set": r.res.Live(), "group": g.Where()})
+		r.rec.Record(timeline.StageFreeze, timeline.StepHold, fmt.Sprintf("holding %s frozen in %s (--hold)", match.Count(r.res.Live(), "process", "processes"), g.Where()), timeline.F{"set": r.res.Live(), "group": g.Where()})
 		return errDone
 	}
 	if r.interrupted() {
