@@ -152,7 +152,11 @@ func reportInterrupted(o out, f stopFlags, rep incident.Report) {
 func reportSurvivors(o out, rep incident.Report) []survivorJSON {
 	survivors := rep.Stop.Survivors
 	var js []survivorJSON
-	o.errorf("%s survive", match.Count(len(survivors), "process", "processes"))
+	verb := "survive"
+	if len(survivors) == 1 {
+		verb = "survives"
+	}
+	o.errorf("%s %s", match.Count(len(survivors), "process", "processes"), verb)
 	for i, sv := range survivors {
 		js = append(js, survivorJSON{sv.PID, string(sv.State), sv.Wchan})
 		if i == 20 {

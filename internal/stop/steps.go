@@ -26,8 +26,12 @@ func (r *run) match() error {
 	r.res, r.out.Matched = res, res.Live()
 	took := time.Since(t0)
 	from := r.scanner.ReadFrom()
-	msg := fmt.Sprintf("%s match (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
-		match.Count(res.Live(), "live process", "live processes"), res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond), from)
+	verb := "match"
+	if res.Live() == 1 {
+		verb = "matches"
+	}
+	msg := fmt.Sprintf("%s %s (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
+		match.Count(res.Live(), "live process", "live processes"), verb, res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond), from)
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
