@@ -84,7 +84,8 @@ func TestBadInput(t *testing.T) {
 		stderr  []string // regexps, all must match
 	}{
 		{"relative path", sh(`cd "$1" && exec "$2" --path badinput`, cache, bin), 2,
-			[]string{`error: --path "badinput" is not absolute`, `hint: give the full path, for example --path ` + regexp.QuoteMeta(match.ShellQuote(chain.Path))}},
+			// The chain runs: the hint names it, with its count, and the command (#27).
+			[]string{`error: --path "badinput" is not absolute`, `hint: running now: ` + regexp.QuoteMeta(chain.Path) + ` \(50 processes\): freeze --path ` + regexp.QuoteMeta(match.ShellQuote(chain.Path))}},
 		{"missing file", []string{bin, "--path", cache + "/missing"}, 2, []string{`error: --path .*/missing: no such file`}},
 		{"directory", []string{bin, "--path", cache}, 2, []string{`not a regular file \(it is a directory\)`, `use --under`}},
 		{"unknown flag", []string{bin, "--path", chain.Path, "--frezze"}, 2, []string{`error: unknown flag: --frezze`, `hint: see 'freeze --help'`}},

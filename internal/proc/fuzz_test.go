@@ -13,6 +13,8 @@ func FuzzParseStat(f *testing.F) {
 		"1234 (a) b) (c) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n",
 		"1234 (\n) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1\n",
 		"1234 () T",
+		// Found by the fuzzer in CI: a negative pid was accepted.
+		"-1()0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0",
 		"(",
 		")",
 		"",
@@ -21,7 +23,7 @@ func FuzzParseStat(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := ParseStat(b)
-		if err == nil && st.PID < 0 {
+		if err == nil && st.PID < 1 {
 			t.Fatalf("accepted %q with pid %d", b, st.PID)
 		}
 	})

@@ -55,6 +55,10 @@ func ParseStat(b []byte) (Stat, error) {
 	if err != nil {
 		return s, fmt.Errorf("stat %.40q: pid: %w", head(b), err)
 	}
+	if pid < 1 {
+		// A pid is positive; -1 given to kill(2) means every process.
+		return s, fmt.Errorf("stat %.40q: pid %d is not a pid", head(b), pid)
+	}
 	s.PID, s.Comm = pid, string(b[open+1:end])
 	rest := b[end+1:]
 	// Fields 3..22 follow the comm: state is field 3, start time field 22.
