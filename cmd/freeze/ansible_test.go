@@ -56,7 +56,19 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	}
 	needTool(t, "ansible-playbook", "ansible-core")
 	bin := buildFreeze(t)
-	a, b := treeAtCap(t, 150, 50*time.Millisecond), treeAtCap(t, 150, 50*time.Millisecond)
+	// The chains must outlive three playbook runs (install, dry run,
+	// contain), each up to 300 s on a loaded machine: a harness timeout of
+	// 300 s killed them before the contain run once in CI, which then
+	// matched nothing. Set-up, not an assertion.
+	chain := func() *containtest.Chain {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 150, HopCap: 1000000, Timeout: 1000 * time.Second, Interval: 50 * time.Millisecond})
+		if n := c.WaitPopulation(150, 30*time.Second); n != 150 {
+			t.Fatalf("chain reached %d of 150", n)
+		}
+		removeGroupAtCleanup(t, c.Path)
+		return c
+	}
+	a, b := chain(), chain()
 	work := t.TempDir()
 	idle := filepath.Join(work, "idle", "tool")
 	os.MkdirAll(filepath.Dir(idle), 0o755)

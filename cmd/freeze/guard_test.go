@@ -26,7 +26,10 @@ import (
 func startGuard(t *testing.T, bin string) (*containtest.Chain, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
-	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+	// 1000 s: it must outlive a test's slowest set-up (the Ansible test
+	// runs three playbooks before it asks it anything); it is killed at
+	// cleanup like any other.
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 1000 * time.Second,
 		Command: []string{bin, "guard", "--run-dir", dir}})
 	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
 	return g, dir
