@@ -133,7 +133,7 @@ func sayRun(o out, f runFlags, rep contain.Report, code int, why, tl string) {
 	if n := len(rep.Leftovers); n > 0 {
 		status = fmt.Sprintf("%d process(es) outlived it and were killed", n)
 	}
-	o.sayf("run: %s in %v; %s; the group is empty (zero confirmed)", exitLine(rep), rep.Took.Round(time.Millisecond), status)
+	o.sayf("run: %s in %v; %s; the group is empty (zero confirmed)", rep.ExitWords(), rep.Took.Round(time.Millisecond), status)
 	if !rep.Zero {
 		o.errorf("run: %s", why)
 		o.hintf("see 'freeze census'; the groups are named in %s", tl)
@@ -141,18 +141,6 @@ func sayRun(o out, f runFlags, rep contain.Report, code int, why, tl string) {
 	if code != rep.Status && tl != "" {
 		o.sayf("run: exit %d: %s; timeline: %s", code, why, tl)
 	}
-}
-
-func exitLine(rep contain.Report) string {
-	switch {
-	case rep.TimedOut:
-		return "the command timed out"
-	case rep.Status < 0:
-		return "the command was stopped by " + rep.Signaled
-	case rep.Status > 128:
-		return fmt.Sprintf("the command was killed (status %d)", rep.Status)
-	}
-	return fmt.Sprintf("the command exited %d", rep.Status)
 }
 
 type runJSON struct {

@@ -95,7 +95,7 @@ func Run(c Config) (Report, error) {
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()
 	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r)
-	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, exitWords(rep), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
+	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
 	settle(c, cp, r)
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid)
 	for _, l := range rep.Leftovers {
@@ -190,7 +190,9 @@ func settle(c Config, cp *capped, r *reaper) {
 	}
 }
 
-func exitWords(r Report) string {
+// ExitWords says how the command ended, in a phrase: the record's and
+// the operator's words alike.
+func (r Report) ExitWords() string {
 	switch {
 	case r.TimedOut:
 		return "the command timed out"
