@@ -126,7 +126,10 @@ func TestGuardMetricsFile(t *testing.T) {
 		t.Fatalf("freeze_guard_armed %v once armed", v)
 	}
 
-	c := treeAtCap(t, 100, 50*time.Millisecond)
+	// Spinning: each process at the cap retries its fork every 1 ms, so
+	// the gate stops some before zero (at 50 ms a quick run could end
+	// before any process tried: seen once in CI).
+	c := treeAtCap(t, 100, time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	ask(t, dir, "--path '"+c.Path+"' --timeline '"+tl+"'\n")
 	end := time.Now().Add(60 * time.Second)
@@ -181,8 +184,8 @@ func TestGuardMetricsFile(t *testing.T) {
 }
 
 // gateCounts checks that a gated request's counts reach the guard's log
-// and its metrics as the run's timeline has them. The chain forks every
-// 50 ms at its cap, so the gate stops some of its forks: 0 is the old bug,
+// and its metrics as the run's timeline has them. The chain retries its
+// forks every 1 ms at its cap, so the gate stops some of them: 0 is the old bug,
 // where the log read an in-memory count as the wrong type and wrote 0.
 func gateCounts(t *testing.T, dir, tl string, mfs map[string]*dto.MetricFamily) {
 	t.Helper()
@@ -196,7 +199,7 @@ func gateCounts(t *testing.T, dir, tl string, mfs map[string]*dto.MetricFamily) 
 		return
 	}
 	if h.GateForks == 0 {
-		t.Fatalf("the gated run's timeline counts 0 forks stopped of a chain that forks every 50 ms")
+		t.Fatalf("the gated run's timeline counts 0 forks stopped of a chain that retries a fork every 1 ms")
 	}
 	e := waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["timeline"] == tl })
 	if got, _ := e["gate_forks"].(float64); uint64(got) != h.GateForks {
