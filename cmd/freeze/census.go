@@ -15,6 +15,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/metrics"
 	"freeze/internal/proc"
+	"freeze/internal/timeline"
 )
 
 const censusUsage = `Usage:
@@ -53,8 +54,7 @@ func runCensus(o out, args []string) int {
 	fl.SetOutput(io.Discard)
 	sample := fl.Duration("sample", time.Second, "")
 	top := fl.Int("top", 10, "")
-	asJSON := fl.Bool("json", false, "")
-	format := fl.StringP("format", "f", "text", "")
+	ff := addFormat(fl, "census: ", "text", "json", "prometheus")
 	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
@@ -62,15 +62,9 @@ func runCensus(o out, args []string) int {
 		o.hintf("freeze census [--sample 1s] [--top 10] [--format text|json|prometheus]")
 		return exitUsage
 	}
-	if *asJSON {
-		*format = "json"
-	}
-	switch *format {
-	case "text", "json", "prometheus":
-	default:
-		o.errorf("census: unknown --format %q", *format)
-		o.hintf("use text, json or prometheus")
-		return exitUsage
+	format, code := ff.resolve(o)
+	if code >= 0 {
+		return code
 	}
 	if *help {
 		fmt.Fprint(o.stdout, censusUsage)
@@ -84,7 +78,7 @@ func runCensus(o out, args []string) int {
 		o.errorf("census: --top %d: need at least 1", *top)
 		return exitUsage
 	}
-	if *format == "prometheus" && *top > metrics.MaxTop {
+	if format == "prometheus" && *top > metrics.MaxTop {
 		o.errorf("census: --top %d: at most %d executables are exported as metrics", *top, metrics.MaxTop)
 		o.hintf("keep the number of series small: the default, 10, is enough to see a chain coming")
 		return exitUsage
@@ -94,7 +88,7 @@ func runCensus(o out, args []string) int {
 		o.errorf("census: %v", err)
 		return exitSurvivors
 	}
-	if *format == "prometheus" {
+	if format == "prometheus" {
 		st, err := guard.ReadStats(*runDir)
 		if err != nil {
 			o.warnf("census: the guard's log in %s: %v; its metrics may be incomplete", *runDir, err)
@@ -105,7 +99,7 @@ func runCensus(o out, args []string) int {
 		}
 		return exitZero
 	}
-	if *format == "json" {
+	if format == "json" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		fmt.Fprintln(o.stdout, string(b))
 		return exitZero
@@ -123,7 +117,7 @@ func printCensus(o out, r *census.Report) {
 	if r.MemLine != "" {
 		fmt.Fprintln(w, r.MemLine)
 	}
-	fmt.Fprintf(w, "\n%d processes; top %d executables over %.1f s:\n", r.Total, len(r.Rows), r.Sample)
+	fmt.Fprintf(w, "\n%d processes; top %d executables over %s:\n", r.Total, len(r.Rows), timeline.Dur(time.Duration(r.Sample*float64(time.Second))))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "count\torphans\tcpu%\t+new\t-gone\toldest\tpgrps\tsessions\t\texecutable")
 	for _, row := range r.Rows {

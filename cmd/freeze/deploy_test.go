@@ -60,7 +60,7 @@ func TestPrometheusRules(t *testing.T) {
 			continue
 		}
 		n, _ := strconv.Atoi(u[2])
-		if !regexp.MustCompile(`(?m)^`+u[2]+`\. `).MatchString(text) || n < 1 {
+		if !regexp.MustCompile(`(?m)^`+u[2]+`\. <a id="step-`+u[2]+`"></a>`).MatchString(text) || n < 1 {
 			t.Errorf("runbook_url names step %s of %s, which has no such step", u[2], u[1])
 		}
 	}
@@ -77,7 +77,8 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	unit := string(b)
 	for _, want := range []string{
-		"ExecStart=/usr/local/bin/freeze guard --run-dir /run/freeze",
+		"ExecStart=/usr/local/bin/freeze guard --run-dir /run/freeze $FREEZE_GUARD_ARGS",
+		"EnvironmentFile=-/etc/default/freeze-guard", "Type=notify", "WatchdogSec=",
 		"Restart=always", "CPUSchedulingPolicy=rr", "OOMScoreAdjust=-1000",
 		"TasksMax=", "MemoryMin=", "CAP_BPF", "RuntimeDirectoryMode=0700",
 	} {

@@ -57,3 +57,39 @@ func runningFrom(pids []int, path string) int {
 	}
 	return n
 }
+
+// A dry run lists the processes a run would act on, and names a process
+// of the same name that runs from another file (left alone: the match is
+// by file). On 2e67e63 it printed a count and nothing else.
+func TestDryRunListsTheSetAndLookAlikes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the harness's pids cgroup")
+	}
+	bin := buildFreeze(t)
+	idle := filepath.Join(t.TempDir(), "sleep")
+	if err := exefile.Copy("/bin/sleep", idle); err != nil {
+		t.Fatal(err)
+	}
+	// The harness runs its own copy of sleep, in its test cache.
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 20, HopCap: 1, Timeout: 120 * time.Second, Command: []string{"/bin/sleep", "60"}})
+	running := c.Path
+	for end := time.Now().Add(20 * time.Second); runningFrom(c.Survivors(), running) < 1 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	}
+	dry := func(path string) string {
+		r := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 120 * time.Second,
+			Command: []string{bin, "--no-guard", "--dry-run", "--path", path}})
+		if ws, ok := r.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+			t.Fatalf("dry run of %s: exit %d (finished %v):\n%s", path, ws.ExitStatus(), ok, r.Stderr())
+		}
+		return r.Stderr()
+	}
+	if out := dry(running); !strings.Contains(out, "would act on pid "+strconv.Itoa(c.Leader)+" (parent ") || !strings.Contains(out, "by path): "+running) {
+		t.Errorf("the dry run of %s does not list pid %d:\n%s", running, c.Leader, out)
+	}
+	if out := dry(idle); !strings.Contains(out, "not matched: sleep also runs as "+running+" (1 process), a different file: left alone") {
+		t.Errorf("the dry run of %s does not name the look-alike at %s:\n%s", idle, running, out)
+	}
+	if n := runningFrom(c.Survivors(), running); n != 1 {
+		t.Errorf("%d processes run %s after two dry runs, want the 1 it started", n, running)
+	}
+}

@@ -123,6 +123,39 @@ func TestGatedRunKilledLeavesTheChainStoppedAndARerunFinishes(t *testing.T) {
 	if left := chain.Survivors(); len(left) > 0 {
 		t.Fatalf("%d processes of the chain alive after the rerun", len(left))
 	}
+	stagesInOrder(t, rerun.Stderr())
+}
+
+// stagesInOrder checks that the progress lines' "N/4" tags never go
+// back: on 2e67e63 the gate's attach printed 2/4 before the match's 1/4,
+// and its detach 2/4 after 4/4.
+func stagesInOrder(t *testing.T, stderr string) {
+	t.Helper()
+	last, seen := 0, 0
+	for _, l := range strings.Split(stderr, "\n") {
+		var n int
+		if _, err := fmt.Sscanf(afterClock(l), "%d/4 ", &n); err != nil {
+			continue
+		}
+		seen++
+		if n < last {
+			t.Errorf("stage %d/4 after %d/4: %q\n%s", n, last, l, stderr)
+			return
+		}
+		last = n
+	}
+	if seen == 0 {
+		t.Errorf("no N/4 progress lines:\n%s", stderr)
+	}
+}
+
+// afterClock is a progress line after "freeze: HH:MM:SS.mmm ".
+func afterClock(l string) string {
+	f := strings.SplitN(l, " ", 3)
+	if len(f) < 3 || f[0] != "freeze:" || strings.Count(f[1], ":") != 2 {
+		return ""
+	}
+	return f[2]
 }
 
 // Where the gate cannot load, freeze falls back to the cgroup methods

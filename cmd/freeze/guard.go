@@ -65,7 +65,10 @@ func runGuard(o out, args []string) int {
 	res = guard.NewResident(say)
 	defer res.Close()
 	g.Record("armed", res.Armed())
-	w = guard.NewWatcher(g, f.metricsFile, f.metricsEvery, say)
+	// The guard's run directory is where root's freeze runs keep their
+	// state (runlock's directory, /run/freeze): it ends the runs whose
+	// freeze was killed.
+	w = guard.NewWatcher(g, f.metricsFile, f.metricsEvery, f.runDir, say)
 	return serveGuard(o, g, w, say)
 }
 
@@ -86,10 +89,18 @@ func serveGuard(o out, g *guard.Guard, w *guard.Watcher, say func(string)) int {
 			return exitUsage
 		}
 	}
+	w.Reap()
 	done := make(chan struct{})
 	go func() { w.Run(stop); close(done) }()
 	fmt.Fprintln(o.stderr, "freeze: guard: armed")
+	// Under a unit of Type=notify: ready only now, with the gate loaded
+	// and the FIFO and the socket open; and the watchdog's pings.
+	n := guard.NewNotifier()
+	defer n.Close()
+	n.Send("READY=1\nSTATUS=armed")
+	go n.Watchdog(stop)
 	g.Serve(stop)
+	n.Send("STOPPING=1")
 	<-done
 	if w.File != "" {
 		// Disarmed: say so, so an alert on freeze_guard_armed fires.
@@ -180,6 +191,11 @@ freeze_guard_runs_total by outcome, freeze_last_run_time_to_zero_seconds
 and freeze_gate_forks_refused_total. Point node_exporter's textfile
 collector at PATH's directory; deploy/prometheus/freeze.rules.yml has
 the alerts.
+
+Runs left behind: a 'freeze run' that was itself killed (SIGKILL, the
+OOM killer) leaves its group and a state file in DIR/runs. The guard
+ends such runs, as 'freeze run --reap' would, when it arms and with each
+census, and logs a "reaped" line for each.
 
 Automatic mode (opt-in): with --auto N the guard holds a chain nobody
 asked it to, when one executable (one file) has more than N live

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,4 +263,57 @@ func TestGuard(t *testing.T) {
 			return e["event"] == "request" && len(r) == 2 && r[1] == c.Path && e["exit"] == 0.0
 		})
 	})
+}
+
+// Under a unit of Type=notify the guard says READY=1 only once it is
+// armed, pings the watchdog at half of WATCHDOG_USEC, and says
+// STOPPING=1 when it stops. The socket is the test's own, standing in
+// for systemd's.
+func TestGuardNotifiesSystemd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard's harness cgroup")
+	}
+	bin := buildFreeze(t)
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Env:     []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=200000"},
+		Command: []string{bin, "guard", "--run-dir", dir}})
+	next := func(within time.Duration) string {
+		conn.SetReadDeadline(time.Now().Add(within))
+		b := make([]byte, 512)
+		n, err := conn.Read(b)
+		if err != nil {
+			t.Fatalf("no notification within %v (%v); stderr:\n%s", within, err, g.Stderr())
+		}
+		return string(b[:n])
+	}
+	if got := next(60 * time.Second); !strings.HasPrefix(got, "READY=1") {
+		t.Fatalf("first notification %q, want READY=1", got)
+	}
+	if !strings.Contains(g.Stderr(), "freeze: guard: armed") {
+		t.Errorf("READY=1 came before the guard said it is armed:\n%s", g.Stderr())
+	}
+	for i := 0; i < 3; i++ {
+		if got := next(5 * time.Second); got != "WATCHDOG=1" {
+			t.Fatalf("notification %q, want WATCHDOG=1", got)
+		}
+	}
+	if err := syscall.Kill(g.Leader, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(30 * time.Second); ; {
+		got := next(time.Until(end))
+		if got == "STOPPING=1" {
+			break
+		}
+		if got != "WATCHDOG=1" {
+			t.Fatalf("notification %q while stopping, want STOPPING=1", got)
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,44 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	if out := md.String(); !strings.Contains(out, "Zero remain, confirmed") || strings.Contains(out, "stops early") {
 		t.Errorf("the rendered timeline of a finished run does not say it reached zero, or calls it cut:\n%s", out)
 	}
+	chartIsTheRunsCounts(t, events, md.String())
 	t.Logf("%d samples, every %v; freeze took the chain to zero", samples, sampleEvery)
+}
+
+// chartIsTheRunsCounts checks the picture of a real run against its own
+// record: one point for the match (its count), one per freeze round (the
+// set it held), one per kill round (those alive), zero last; and the
+// mermaid chart plots exactly those numbers.
+func chartIsTheRunsCounts(t *testing.T, events []timeline.Event, md string) {
+	t.Helper()
+	var want []int
+	for _, e := range events {
+		var n struct {
+			Matched *int `json:"matched"`
+			Live    *int `json:"live"`
+		}
+		e.Decode(&n)
+		switch {
+		case e.Step == timeline.StepMatch && n.Matched != nil, e.Step == timeline.StepFreezeRound && n.Matched != nil:
+			want = append(want, *n.Matched)
+		case e.Step == timeline.StepKillRound && n.Live != nil:
+			want = append(want, *n.Live)
+		case e.Step == timeline.StepZero:
+			want = append(want, 0)
+		}
+	}
+	var got []int
+	for _, p := range timeline.Chart(events) {
+		got = append(got, p.N)
+	}
+	if len(want) < 3 || !slices.Equal(got, want) || got[0] == 0 {
+		t.Fatalf("the chart's points %v, the record's counts %v", got, want)
+	}
+	bar := make([]string, len(want))
+	for i, n := range want {
+		bar[i] = strconv.Itoa(n)
+	}
+	if !strings.Contains(md, "xychart-beta") || !strings.Contains(md, "    bar ["+strings.Join(bar, ", ")+"]\n") {
+		t.Errorf("the mermaid chart does not plot %v:\n%s", want, md)
+	}
 }

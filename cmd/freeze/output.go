@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"freeze/internal/match"
 	"freeze/internal/timeline"
@@ -53,4 +56,40 @@ func (o out) flagError(prefix string, err error) {
 	if strings.Contains(err.Error(), "missing unit in duration") {
 		o.hintf("a duration needs its unit: 5s, 2m, 500ms")
 	}
+}
+
+// formatFlag is the one output flag every command that prints a report
+// takes: --format (-f) with the command's formats, the first its
+// default, and --json as the alias of --format json.
+type formatFlag struct {
+	cmd     string // "census: ", or "" for freeze itself
+	value   string
+	json    bool
+	allowed []string
+}
+
+func addFormat(fl *pflag.FlagSet, cmd string, allowed ...string) *formatFlag {
+	f := &formatFlag{cmd: cmd, allowed: allowed}
+	fl.StringVarP(&f.value, "format", "f", allowed[0], "")
+	fl.BoolVar(&f.json, "json", false, "")
+	return f
+}
+
+// resolve checks the flag after parsing: the format it names, or
+// exitUsage after saying what is wrong.
+func (f *formatFlag) resolve(o out) (string, int) {
+	if f.json {
+		if f.value != f.allowed[0] && f.value != "json" {
+			o.errorf("%s--json and --format %s ask for two formats", f.cmd, f.value)
+			o.hintf("--json is --format json: keep one of them")
+			return "", exitUsage
+		}
+		f.value = "json"
+	}
+	if !slices.Contains(f.allowed, f.value) {
+		o.errorf("%sunknown --format %q", f.cmd, f.value)
+		o.hintf("use %s", strings.Join(f.allowed, ", "))
+		return "", exitUsage
+	}
+	return f.value, -1
 }

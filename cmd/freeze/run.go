@@ -56,6 +56,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitZero
 		case "help":
 			return runHelp(o, args[1:])
+		case "completion":
+			return runCompletion(o, args[1:])
+		case "man":
+			fmt.Fprint(o.stdout, manPage())
+			return exitZero
 		case hiddenChain:
 			return runChainFixture(args[1:])
 		case contain.ChildArg:
@@ -196,7 +201,7 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	fl.IntVar(&f.rounds, "rounds", incident.Defaults.Rounds, "")
 	fl.DurationVar(&f.timeout, "timeout", incident.Defaults.Timeout, "")
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
-	fl.BoolVar(&f.jsonOut, "json", false, "")
+	ff := addFormat(fl, "", "text", "json")
 	fl.BoolVar(&f.force, "force", false, "")
 	fl.BoolVar(&f.revoke, "revoke-exec", false, "")
 	fl.StringArrayVar(&f.disposable, "disposable", nil, "")
@@ -210,6 +215,11 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 		fmt.Fprint(o.stdout, usageText())
 		return f, exitZero
 	}
+	format, code := ff.resolve(o)
+	if code >= 0 {
+		return f, code
+	}
+	f.jsonOut = format == "json"
 	if fl.NArg() > 0 {
 		o.errorf("unexpected argument %q", fl.Arg(0))
 		if !sayRunning(o, fl.Arg(0)) {
@@ -356,20 +366,29 @@ func mustAbs(p string) string {
 
 // runHelp is 'freeze help [CMD]': the usage of freeze or of CMD.
 func runHelp(o out, args []string) int {
-	texts := map[string]string{"": usageText(), "run": runUsage, "guard": guardUsage, "drill": drillUsage, "timeline": timelineUsage,
-		"census": censusUsage, "runbook": runbookUsage, "restore": restoreUsage}
 	name := ""
 	if len(args) > 0 {
 		name = args[0]
 	}
-	text, ok := texts[name]
-	if !ok || len(args) > 1 {
+	text := usageOf(name)
+	if text == "" || len(args) > 1 {
 		o.errorf("help: no command %q", strings.Join(args, " "))
-		o.hintf("freeze help [run | guard | drill | census | timeline | runbook | restore]")
+		o.hintf("freeze help [%s]", strings.Join(helpable(), " | "))
 		return exitUsage
 	}
 	fmt.Fprint(o.stdout, text)
 	return exitZero
+}
+
+// helpable are the commands with a usage text of their own.
+func helpable() []string {
+	var out []string
+	for _, c := range commands[1:] {
+		if usageOf(c) != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // sayRunning names the executables live processes run whose file name is

@@ -133,7 +133,7 @@ func sayRun(o out, f runFlags, rep contain.Report, code int, why, tl string) {
 	if n := len(rep.Leftovers); n > 0 {
 		status = fmt.Sprintf("%d process(es) outlived it and were killed", n)
 	}
-	o.sayf("run: %s in %v; %s; the group is empty (zero confirmed)", rep.ExitWords(), rep.Took.Round(time.Millisecond), status)
+	o.sayf("run: %s in %s; %s; the group is empty (zero confirmed)", rep.ExitWords(), timeline.Dur(rep.Took), status)
 	if !rep.Zero {
 		o.errorf("run: %s", why)
 		o.hintf("see 'freeze census'; the groups are named in %s", tl)
@@ -149,6 +149,7 @@ type runJSON struct {
 	Status    int                    `json:"status"`
 	Cap       string                 `json:"cap"`
 	CapWhy    string                 `json:"cap_why"`
+	Group     string                 `json:"group,omitempty"` // the group whose pids.max capped it
 	TimedOut  bool                   `json:"timed_out"`
 	Refused   int                    `json:"forks_refused"`
 	Peak      int                    `json:"peak"`
@@ -159,11 +160,11 @@ type runJSON struct {
 }
 
 func writeRunReport(o out, f runFlags, rep contain.Report, code int, why, tl string) {
-	j := runJSON{Exit: code, Why: why, Status: rep.Status, Cap: rep.Cap, CapWhy: rep.CapWhy, TimedOut: rep.TimedOut,
+	j := runJSON{Exit: code, Why: why, Status: rep.Status, Cap: rep.Cap, CapWhy: rep.CapWhy, Group: rep.Group, TimedOut: rep.TimedOut,
 		Refused: rep.Refused, Peak: rep.Peak, Zero: rep.Zero, Timeline: tl, TookMS: float64(rep.Took.Microseconds()) / 1000,
 		Leftovers: []timeline.RunLeftover{}}
 	for _, l := range rep.Leftovers {
-		j.Leftovers = append(j.Leftovers, timeline.RunLeftover{PID: l.PID, Exe: l.Exe, Comm: l.Comm, AgeS: l.StartAge, PPID: l.PPID, How: l.How, Pipes: l.Pipes, Sockets: l.Sockets})
+		j.Leftovers = append(j.Leftovers, l.Record())
 	}
 	b, _ := json.MarshalIndent(j, "", "  ")
 	if f.jsonOut {
@@ -190,6 +191,10 @@ func runReap(o out, dir string) int {
 			code = exitSurvivors
 			continue
 		}
+		if r.Gone {
+			o.sayf("run --reap: %s (%s): its groups were gone already; its state file removed", r.Name, match.ShellJoin(r.Command))
+			continue
+		}
 		o.sayf("run --reap: ended %s (%s): %d process(es) it left, killed; its groups removed", r.Name, match.ShellJoin(r.Command), r.Left)
 	}
 	if len(reaped) == 0 {
@@ -209,7 +214,7 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	fl.DurationVar(&f.timeout, "timeout", 0, "")
 	fl.DurationVar(&f.delay, "wait-delay", time.Second, "")
 	fl.StringVar(&f.report, "report", "", "")
-	fl.BoolVar(&f.jsonOut, "json", false, "")
+	ff := addFormat(fl, "run: ", "text", "json")
 	fl.BoolVar(&f.allowLeftovers, "allow-leftovers", false, "")
 	fl.BoolVar(&f.reap, "reap", false, "")
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
@@ -224,6 +229,11 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 		fmt.Fprint(o.stdout, runUsage)
 		return f, nil, exitZero
 	}
+	format, code := ff.resolve(o)
+	if code >= 0 {
+		return f, nil, code
+	}
+	f.jsonOut = format == "json"
 	command := fl.Args()
 	switch {
 	case f.reap && len(command) > 0:
@@ -279,7 +289,9 @@ Options:
         --wait-delay D     after CMD exits (or is signalled), how long its
                            descendants get to exit by themselves (default 1s)
         --allow-leftovers  report leftovers, but keep CMD's status
-        --json             print the report as JSON on stdout at the end
+    -f, --format FORMAT    text (default), or json: the report as JSON on
+                           stdout at the end
+        --json             the same as --format json
         --report FILE      write the report as JSON to FILE
     -t, --timeline FILE    the run's timeline; by default it is kept (in
                            /var/tmp/freeze for root) only when the exit code

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,27 +14,26 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
-	"freeze/internal/freeze"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
 
 // The control tests of freeze run (#26). Each runs freeze run inside the
-// harness's own capped group; freeze run's v1 pids group nests inside it,
-// so the harness's literal cap holds over everything the command starts.
+// harness's own capped group; freeze run's group nests inside it (see
+// nestsInHarness), so the harness's literal cap holds over everything the
+// command starts. The kernel matrix runs them again in its VMs, where
+// the cap is cgroup v2's.
 
 // nestsInHarness skips where freeze run's group would not nest inside
-// the harness's cap: a v2 host whose root delegates pids (freeze run then
-// makes a top-level group).
+// the harness's cap: without root there is no harness cap. (As root it
+// nests: on a v1 or hybrid host freeze run's pids group goes inside
+// freeze's own, which is the harness's; on a cgroup v2 host the harness
+// starts the chain in a leaf inside its capped group, and freeze run's
+// group goes beside freeze's own group, so inside the cap too.)
 func nestsInHarness(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the harness's pids cgroup, which caps freeze run and all it starts")
-	}
-	if m, err := freeze.Cgroup2Mount(); err == nil {
-		if b, _ := os.ReadFile(filepath.Join(m, "cgroup.subtree_control")); strings.Contains(string(b), "pids") {
-			t.Skip("freeze run would make a top-level cgroup v2 group here, outside the harness's cap: not running a fork bomb in it")
-		}
 	}
 }
 
@@ -123,6 +124,46 @@ func TestRunLeavesNothingOfASessionEscape(t *testing.T) {
 	}
 }
 
+// A leftover that listens is named with its port: a leftover server is
+// what makes the next run's bind fail. The listener is a copy of this
+// test binary, in the test's own directory.
+func TestRunNamesALeftoversPort(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := filepath.Join(dir, "freeze-test-listen")
+	if err := exefile.Copy(self, listen); err != nil {
+		t.Fatal(err)
+	}
+	portFile, report := filepath.Join(dir, "port"), filepath.Join(dir, "report.json")
+	inner := "setsid " + listen + " " + portFile + " & while [ ! -s " + portFile + " ]; do sleep 0.05; done"
+	c, code := runUnder(t, []string{bin, "run", "--wait-delay", "300ms", "--report", report, "-t", filepath.Join(dir, "run.jsonl"), "--", "/bin/sh", "-c", inner}, 60*time.Second)
+	port, _ := os.ReadFile(portFile)
+	var r runJSON
+	b, err := os.ReadFile(report)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil || code != exitRunLeftovers || len(port) == 0 {
+		t.Fatalf("exit %d, report %+v (%v), port %q; stderr:\n%s", code, r, err, port, c.Stderr())
+	}
+	want := "tcp 127.0.0.1:" + string(port)
+	var found bool
+	for _, l := range r.Leftovers {
+		found = found || slices.Contains(l.Ports, want)
+	}
+	if !found || !strings.Contains(c.Stderr(), "listening on "+want) {
+		t.Errorf("the leftover's port %s is not named: report %+v; stderr:\n%s", want, r.Leftovers, c.Stderr())
+	}
+	if left := running(t, listen); len(left) > 0 {
+		t.Fatalf("the listener is alive after freeze run returned: %v", left)
+	}
+}
+
 // A fork bomb on a copy of bash, which only the cap can stop: under
 // --max-procs 64 freeze run returns, says the cap fired, and leaves
 // nothing running the copy.
@@ -150,6 +191,11 @@ func TestRunCapStopsAForkBomb(t *testing.T) {
 	}
 	if err != nil || r.Refused == 0 || !r.Zero || r.Peak > 64 {
 		t.Errorf("report %+v (%v): want forks refused, zero, a peak within 64", r, err)
+	}
+	// The kernel matrix sets the kind its VMs must give (cgroup2: a
+	// unified host that hands out pids), so the v2 path is proven there.
+	if want := os.Getenv("FREEZE_TEST_WANT_CAP"); want != "" && r.Cap != want {
+		t.Errorf("capped by %s (%s), want %s", r.Cap, r.CapWhy, want)
 	}
 }
 
@@ -212,20 +258,7 @@ func TestRunReapEndsWhatAKilledRunLeft(t *testing.T) {
 	dir := t.TempDir()
 	sleep := copyTool(t, dir, "sleep")
 	state := filepath.Join(dir, "state")
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second,
-		Command: []string{bin, "run", "--state-dir", state, "-t", filepath.Join(dir, "run.jsonl"), "--", sleep, "60"}})
-	waitRunning(t, sleep, 1)
-	files, _ := filepath.Glob(filepath.Join(state, "runs", "freeze-run-*.json"))
-	if len(files) != 1 {
-		t.Fatalf("state files %v, want the run's one", files)
-	}
-	if err := syscall.Kill(c.Leader, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	c.Exit(10 * time.Second)
-	if len(running(t, sleep)) != 1 {
-		t.Fatalf("the command should outlive a freeze run killed by SIGKILL (that is what --reap is for)")
-	}
+	killedRun(t, bin, sleep, state)
 	r := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 60 * time.Second,
 		Command: []string{bin, "run", "--reap", "--state-dir", state}})
 	ws, ok := r.Exit(30 * time.Second)
@@ -237,6 +270,90 @@ func TestRunReapEndsWhatAKilledRunLeft(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(state, "runs", "*.json")); len(files) > 0 {
 		t.Errorf("state files left after --reap: %v", files)
+	}
+}
+
+// The guard ends what a killed freeze run left, unasked: its run
+// directory is where root's runs keep their state. Without the guard's
+// Reap, the sleep lives on and no "reaped" line is logged.
+func TestGuardReapsAKilledRun(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	runDir := filepath.Join(dir, "run")
+	killedRun(t, bin, sleep, runDir)
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", runDir}})
+	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+	e := waitLog(t, runDir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "reaped" })
+	if e["error"] != nil || !strings.Contains(g.Stderr(), "reaped freeze-run-") {
+		t.Fatalf("the guard's reap: %v; stderr:\n%s", e, g.Stderr())
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("alive after the guard armed: %v", left)
+	}
+	if files, _ := filepath.Glob(filepath.Join(runDir, "runs", "*.json")); len(files) > 0 {
+		t.Errorf("state files left after the guard's reap: %v", files)
+	}
+}
+
+// freeze run nested in another: the inner run's groups nest in the
+// outer's, so when the outer's --timeout fires while the inner still
+// waits for its command's descendants, the outer's teardown ends the
+// inner run and all it holds. On b2ed0a1 the inner's group for the
+// teardown sat at the v2 root, outside the outer's: the sleep outlived
+// both, and the outer's pids group could not be removed.
+func TestRunNestedInsideAnotherRun(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	report, innerState := filepath.Join(dir, "outer.json"), filepath.Join(dir, "inner-state")
+	c, code := runUnder(t, []string{bin, "run", "--timeout", "3s", "--wait-delay", "200ms", "--report", report, "-t", filepath.Join(dir, "outer.jsonl"),
+		"--", bin, "run", "--wait-delay", "60s", "--state-dir", innerState, "-t", filepath.Join(dir, "inner.jsonl"),
+		"--", "/bin/sh", "-c", sleep + " 60 & echo started"}, 60*time.Second)
+	var r runJSON
+	b, err := os.ReadFile(report)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil || code != exitRunTimedOut || !r.Zero {
+		t.Fatalf("outer: exit %d, report %+v (%v), want %d and zero; stderr:\n%s", code, r, err, exitRunTimedOut, c.Stderr())
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("the inner run's sleep is alive after the outer returned: %v; stderr:\n%s", left, c.Stderr())
+	}
+	if _, err := os.Stat(r.Group); err == nil {
+		t.Errorf("the outer's group %s is left", r.Group)
+	}
+	// The inner run was killed with the outer's group: its state file is
+	// all that is left of it, and --reap clears it.
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 60 * time.Second,
+		Command: []string{bin, "run", "--reap", "--state-dir", innerState}})
+	ws, ok := g.Exit(30 * time.Second)
+	if !ok || ws.ExitStatus() != 0 || !strings.Contains(g.Stderr(), "its groups were gone already") {
+		t.Errorf("--reap of the inner's state: exit %d (finished %v):\n%s", ws.ExitStatus(), ok, g.Stderr())
+	}
+}
+
+// killedRun starts freeze run -- SLEEP 60 with its state in state, kills
+// freeze with SIGKILL, and checks that the sleep outlived it.
+func killedRun(t *testing.T, bin, sleep, state string) {
+	t.Helper()
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{bin, "run", "--state-dir", state, "-t", filepath.Join(t.TempDir(), "run.jsonl"), "--", sleep, "60"}})
+	waitRunning(t, sleep, 1)
+	files, _ := filepath.Glob(filepath.Join(state, "runs", "freeze-run-*.json"))
+	if len(files) != 1 {
+		t.Fatalf("state files %v, want the run's one", files)
+	}
+	if err := syscall.Kill(c.Leader, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.Exit(10 * time.Second)
+	if len(running(t, sleep)) != 1 {
+		t.Fatalf("the command should outlive a freeze run killed by SIGKILL (that is what reaping is for)")
 	}
 }
 
@@ -292,6 +409,9 @@ func TestRunAsNobodySaysWhichGuaranteesHold(t *testing.T) {
 // so the command after -- is the test binary.
 func TestRunUnderGoTestExec(t *testing.T) {
 	nestsInHarness(t)
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command (a VM of the kernel matrix): go test -exec needs one")
+	}
 	bin := buildFreeze(t)
 	dir := t.TempDir()
 	sleep := copyTool(t, dir, "sleep")

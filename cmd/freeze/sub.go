@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -62,14 +63,18 @@ func runRunbook(o out, args []string) int {
 		o.hintf("the runbooks are: %s", strings.Join(names, ", "))
 		return exitUsage
 	}
-	fmt.Fprint(o.stdout, text)
+	// The steps' anchors (<a id="step-N"></a>, what the alerts'
+	// runbook_url points at) are for a renderer, not for a terminal.
+	fmt.Fprint(o.stdout, stepAnchor.ReplaceAllString(text, ""))
 	return exitZero
 }
+
+var stepAnchor = regexp.MustCompile(`<a id="step-[0-9]+"></a>`)
 
 func runTimeline(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze timeline", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	format := fl.StringP("format", "f", "markdown", "")
+	ff := addFormat(fl, "timeline: ", "markdown", "text", "json")
 	fleet := fl.StringArray("fleet", nil, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
@@ -81,23 +86,20 @@ func runTimeline(o out, args []string) int {
 		fmt.Fprint(o.stdout, timelineUsage)
 		return exitZero
 	}
+	format, code := ff.resolve(o)
+	if code >= 0 {
+		return code
+	}
 	if len(*fleet) > 0 || fl.NArg() > 1 {
-		return runFleet(o, append(*fleet, fl.Args()...), *format)
+		return runFleet(o, append(*fleet, fl.Args()...), format)
 	}
 	if fl.NArg() != 1 {
 		o.errorf("timeline: name one timeline file, or a directory with --fleet")
 		o.hintf("freeze timeline FILE [--format markdown|text|json]; freeze prints the path at the start and end of a run")
 		return exitUsage
 	}
-	switch *format {
-	case "markdown", "text", "json":
-	default:
-		o.errorf("timeline: unknown --format %q", *format)
-		o.hintf("use markdown, text or json")
-		return exitUsage
-	}
 	if st, err := os.Stat(fl.Arg(0)); err == nil && st.IsDir() {
-		return runFleet(o, fl.Args(), *format)
+		return runFleet(o, fl.Args(), format)
 	}
 	events, err := timeline.ReadFile(fl.Arg(0))
 	if err != nil && len(events) == 0 {
@@ -107,7 +109,7 @@ func runTimeline(o out, args []string) int {
 	if err != nil {
 		o.warnf("timeline %s: %v; rendering the %d events before it", fl.Arg(0), err, len(events))
 	}
-	if err := timeline.Render(o.stdout, events, *format); err != nil {
+	if err := timeline.Render(o.stdout, events, format); err != nil {
 		o.errorf("timeline: %v", err)
 		return exitUsage
 	}
@@ -168,6 +170,7 @@ attention, 0 when none does.
 
 Options:
     -f, --format FORMAT   markdown (default), text (one file only) or json
+        --json            the same as --format json
         --fleet DIR       a directory of collected timelines; repeatable
 `
 
@@ -212,9 +215,9 @@ func runDrill(o out, args []string) int {
 		return exitSurvivors
 	}
 	if rep.Guard != nil {
-		o.sayf("drill passed: %d processes contained to zero in %v by the guard (through its %s); nothing left behind; the guard's timeline: %s", rep.Reached, rep.Incident.Round(time.Millisecond), f.via, rep.Guard.Timeline)
+		o.sayf("drill passed: %d processes contained to zero in %s by the guard (through its %s); nothing left behind; the guard's timeline: %s", rep.Reached, timeline.Dur(rep.Incident), f.via, rep.Guard.Timeline)
 	} else {
-		o.sayf("drill passed: %d processes contained to zero in %v with --method %s; nothing left behind", rep.Reached, rep.Incident.Round(time.Millisecond), rep.Outcome.Group.Method())
+		o.sayf("drill passed: %d processes contained to zero in %s with --method %s; nothing left behind", rep.Reached, timeline.Dur(rep.Incident), rep.Outcome.Group.Method())
 	}
 	o.sayf("in an incident here: freeze --path /abs/path/of/the/runaway (this machine would use --method %s)", rep.WouldUse)
 	if rec.Path() != "" {

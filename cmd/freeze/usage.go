@@ -17,6 +17,7 @@ const usage = `Usage:
     freeze restore --timeline FILE
     freeze guard [--run-dir DIR]
     freeze run [--max-procs N] [--timeout D] -- CMD [ARGS...]
+    freeze version | help [CMD] | completion bash|zsh|fish | man
 
 freeze run runs a test suite, a mutation run or an agent's command so
 that nothing it starts can outlive it or grow past a cap (see 'freeze
@@ -72,7 +73,9 @@ Options:
         --timeout DURATION   give up after DURATION (default 60s)
     -t, --timeline FILE      write the timeline here (default
                              /var/tmp/freeze/GROUP-TIME.jsonl)
-        --json               print a summary as JSON on stdout
+    -f, --format FORMAT      text (default): progress on stderr; json: also
+                             a summary as JSON on stdout
+        --json               the same as --format json
         --force              allow targets refused as daemons or bare
                              interpreters (never PID 1 or freeze itself),
                              and --revoke-exec on a file with other links

@@ -29,17 +29,7 @@ const ownerBudget = 2 * time.Second
 // ports reads /proc/net/{tcp,tcp6,udp,udp6} and finds each socket's
 // owner through /proc/PID/fd, within ownerBudget.
 func ports(root string, procs map[int]snap) ([]Port, []string) {
-	var out []Port
-	for _, f := range []struct {
-		name, proto string
-		listen      string // the state that counts: 0A is TCP LISTEN, 07 UDP unconnected
-	}{{"tcp", "tcp", "0A"}, {"tcp6", "tcp6", "0A"}, {"udp", "udp", "07"}, {"udp6", "udp6", "07"}} {
-		b, err := os.ReadFile(root + "/net/" + f.name)
-		if err != nil {
-			continue
-		}
-		out = append(out, ParseNet(b, f.proto, f.listen)...)
-	}
+	out := readNet(root + "/net")
 	byInode := map[uint64]int{}
 	for i, p := range out {
 		byInode[p.inode] = i
@@ -76,6 +66,40 @@ func ports(root string, procs map[int]snap) ([]Port, []string) {
 		}
 	}
 	return out, notes
+}
+
+// readNet reads the listening TCP and bound UDP sockets of the network
+// namespace whose /proc/.../net directory is dir.
+func readNet(dir string) []Port {
+	var out []Port
+	for _, f := range []struct {
+		name, proto string
+		listen      string // the state that counts: 0A is TCP LISTEN, 07 UDP unconnected
+	}{{"tcp", "tcp", "0A"}, {"tcp6", "tcp6", "0A"}, {"udp", "udp", "07"}, {"udp6", "udp6", "07"}} {
+		b, err := os.ReadFile(dir + "/" + f.name)
+		if err != nil {
+			continue
+		}
+		out = append(out, ParseNet(b, f.proto, f.listen)...)
+	}
+	return out
+}
+
+// Listening reads the listening and bound sockets of the network
+// namespace that process pid is in (through /proc/PID/net, so a process
+// in its own namespace is read in its own), keyed by socket inode. It is
+// how freeze run says which ports a leftover still holds.
+func Listening(pid int) map[uint64]Port {
+	m := map[uint64]Port{}
+	for _, p := range readNet("/proc/" + strconv.Itoa(pid) + "/net") {
+		m[p.inode] = p
+	}
+	return m
+}
+
+// String is the port as an operator types it: "tcp 127.0.0.1:8080".
+func (p Port) String() string {
+	return p.Proto + " " + net.JoinHostPort(p.Addr, strconv.Itoa(p.Port))
 }
 
 // ParseNet parses a /proc/net/tcp-style table and keeps the sockets in

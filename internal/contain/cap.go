@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,40 +68,74 @@ func newCap(name string, max int) (*capped, error) {
 	return c, nil
 }
 
-// tryCgroup2 makes a top-level v2 group with the pids controller, where
-// the v2 root delegates it (a unified host, as root).
+// cmdLeaf is the group inside a v2 run group that CMD is cloned into:
+// the run group itself holds no process, so it can hand the pids
+// controller down, and a freeze run inside CMD can make its own group
+// beside the leaf, under this run's cap.
+const cmdLeaf = "cmd"
+
+// tryCgroup2 makes a v2 group with the pids controller beside freeze's
+// own group, in its parent, where that parent hands out pids (a unified
+// host, as root): a cap on the parent or above it (an outer freeze
+// run's, a systemd slice's TasksMax) still holds over CMD. Where the
+// parent does not, the group goes at the root, and why says so.
 func (c *capped) tryCgroup2() error {
 	mount, err := freeze.Cgroup2Mount()
 	if err != nil {
 		return err
 	}
-	ctl, err := os.ReadFile(filepath.Join(mount, "cgroup.subtree_control"))
-	if err != nil || !hasWord(ctl, "pids") {
-		return fmt.Errorf("the pids controller is not enabled at %s", mount)
+	own, err := ownV2()
+	if err != nil {
+		return err
 	}
-	dir := filepath.Join(mount, c.name)
+	parent := filepath.Join(mount, filepath.Dir(own))
+	var outside string
+	if !handsOutPids(parent) {
+		if parent == mount || !handsOutPids(mount) {
+			return fmt.Errorf("the pids controller is not enabled at %s", parent)
+		}
+		outside = fmt.Sprintf("; at the root, because %s does not hand out the pids controller: a cap above freeze's own group does not hold over CMD", parent)
+		parent = mount
+	}
+	dir := filepath.Join(parent, c.name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(c.max)), 0); err != nil {
-		unix.Rmdir(dir)
-		return err
+	leaf := filepath.Join(dir, cmdLeaf)
+	fd := -1
+	err = write(dir, "pids.max", strconv.Itoa(c.max))
+	if err == nil {
+		err = write(dir, "cgroup.subtree_control", "+pids")
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = os.Mkdir(leaf, 0o755)
+	}
+	if err == nil {
+		fd, err = unix.Open(leaf, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
-		unix.Rmdir(dir)
+		removeTree(dir)
 		return err
 	}
 	c.kind, c.pids, c.cgroupFD = CapCgroup2, dir, fd
-	c.why = fmt.Sprintf("a cgroup v2 group %s with pids.max=%d, which CMD is cloned into (CLONE_INTO_CGROUP): capped from its first instruction", dir, c.max)
+	c.why = fmt.Sprintf("a cgroup v2 group %s with pids.max=%d, which CMD is cloned into (CLONE_INTO_CGROUP): capped from its first instruction%s", dir, c.max, outside)
 	return nil
 }
 
+func handsOutPids(dir string) bool {
+	ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	return err == nil && hasWord(ctl, "pids")
+}
+
 // tryCgroup1 makes a v1 pids group nested in freeze's own (so a cap
-// around freeze, such as an outer freeze run's, still holds) and a v1
-// freezer group for the teardown. The child joins both before its exec.
+// around freeze, such as an outer freeze run's, still holds) and, for
+// the teardown, a group nested in freeze's own in the v2 hierarchy
+// (which on a hybrid host has no controllers, so a group there may hold
+// processes and groups at once), else in the v1 freezer. The child joins
+// them before its exec. Nested, an outer run's teardown reaches what an
+// inner run holds.
 func (c *capped) tryCgroup1() error {
-	own, err := ownV1("pids")
+	own, err := ownV1("pids", v1Root)
 	if err != nil {
 		return err
 	}
@@ -118,15 +153,22 @@ func (c *capped) tryCgroup1() error {
 	// The teardown's group: v2 (freeze and kill in one write each),
 	// else the v1 freezer, else SIGSTOP.
 	if mount, err := freeze.Cgroup2Mount(); err == nil {
-		v2 := filepath.Join(mount, c.name)
-		if err := os.Mkdir(v2, 0o755); err == nil {
-			c.v2 = v2
-			c.join = append(c.join, filepath.Join(v2, "cgroup.procs"))
-			c.why += fmt.Sprintf(", and a cgroup v2 group %s for the teardown (cgroup.freeze, cgroup.kill)", v2)
-			return nil
+		if own2, err := ownV2(); err == nil {
+			v2 := filepath.Join(mount, own2, c.name)
+			if err := os.Mkdir(v2, 0o755); err == nil {
+				c.v2 = v2
+				c.join = append(c.join, filepath.Join(v2, "cgroup.procs"))
+				c.why += fmt.Sprintf(", and a cgroup v2 group %s for the teardown (cgroup.freeze, cgroup.kill)", v2)
+				return nil
+			}
 		}
 	}
-	fdir := filepath.Join(freezerV1, c.name)
+	ownF, err := ownV1("freezer", freezerV1)
+	if err != nil {
+		c.why += fmt.Sprintf("; no v1 freezer group (%v): the teardown stops processes with SIGSTOP instead", err)
+		return nil
+	}
+	fdir := filepath.Join(freezerV1, ownF, c.name)
 	if err := os.Mkdir(fdir, 0o755); err == nil {
 		c.freezer = fdir
 		c.join = append(c.join, filepath.Join(fdir, "cgroup.procs"))
@@ -136,8 +178,9 @@ func (c *capped) tryCgroup1() error {
 	return nil
 }
 
-// ownV1 is this process's group in the v1 hierarchy with controller ctl.
-func ownV1(ctl string) (string, error) {
+// ownV1 is this process's group in the v1 hierarchy with controller
+// ctl, mounted at root.
+func ownV1(ctl, root string) (string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
@@ -146,13 +189,30 @@ func ownV1(ctl string) (string, error) {
 	for sc.Scan() {
 		f := strings.SplitN(sc.Text(), ":", 3)
 		if len(f) == 3 && f[0] != "0" && hasWord([]byte(strings.ReplaceAll(f[1], ",", " ")), ctl) {
-			if _, err := os.Stat(filepath.Join(v1Root, f[2], "cgroup.procs")); err != nil {
+			if _, err := os.Stat(filepath.Join(root, f[2], "cgroup.procs")); err != nil {
 				return "", err
 			}
 			return f[2], nil
 		}
 	}
 	return "", fmt.Errorf("no v1 %s hierarchy", ctl)
+}
+
+// ownV2 is this process's group in the v2 hierarchy ("/" for the root).
+func ownV2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if g, ok := strings.CutPrefix(l, "0::"); ok {
+			if !strings.HasPrefix(g, "/") || strings.Contains(g, "/..") || strings.HasSuffix(g, " (deleted)") {
+				return "", fmt.Errorf("freeze's own cgroup v2 group %q cannot be nested in", g)
+			}
+			return g, nil
+		}
+	}
+	return "", fmt.Errorf("freeze is in no cgroup v2 group")
 }
 
 func hasWord(b []byte, w string) bool {
@@ -164,12 +224,49 @@ func hasWord(b []byte, w string) bool {
 	return false
 }
 
-// members are the pids in the cap's group; for the rlimit, nil.
+// members are the pids in the cap's group and in the groups below it
+// (an inner freeze run's); for the rlimit, nil.
 func (c *capped) members() ([]int, error) {
 	if c.pids == "" {
 		return nil, nil
 	}
-	return readPids(filepath.Join(c.pids, "cgroup.procs"))
+	if _, err := os.Stat(c.pids); err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, d := range subtree(c.pids) {
+		pids, _ := readPids(filepath.Join(d, "cgroup.procs"))
+		out = append(out, pids...)
+	}
+	return out, nil
+}
+
+// subtree lists dir and the groups below it, deepest first.
+func subtree(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	slices.Reverse(out)
+	return out
+}
+
+// removeTree removes dir and the groups below it, deepest first; each
+// must be empty.
+func removeTree(dir string) error {
+	var errs []string
+	for _, d := range subtree(dir) {
+		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
+			errs = append(errs, fmt.Sprintf("rmdir %s: %v", d, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 func readPids(path string) ([]int, error) {
@@ -186,19 +283,26 @@ func readPids(path string) ([]int, error) {
 	return out, nil
 }
 
-// refused is how many forks the cap refused (pids.events, "max N").
+// refused is how many forks the cap refused (pids.events, "max N"): the
+// largest over the group and the groups below it. Older kernels count a
+// refusal in the forking task's own group (the v2 leaf, an inner run's
+// group); newer ones, where pids.events is hierarchical, in the refusing
+// group and each above.
 func (c *capped) refused() int {
 	if c.pids == "" {
 		return 0
 	}
-	b, _ := os.ReadFile(filepath.Join(c.pids, "pids.events"))
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "max" {
-			n, _ := strconv.Atoi(f[1])
-			return n
+	most := 0
+	for _, d := range subtree(c.pids) {
+		b, _ := os.ReadFile(filepath.Join(d, "pids.events"))
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "max" {
+				n, _ := strconv.Atoi(f[1])
+				most = max(most, n)
+			}
 		}
 	}
-	return 0
+	return most
 }
 
 // peak is the most tasks the group held (pids.peak), -1 if unknown.
@@ -217,7 +321,8 @@ func (c *capped) peak() int {
 	return n
 }
 
-// remove deletes the groups; each must be empty.
+// remove deletes the groups and any below them (an inner run's); each
+// must be empty.
 func (c *capped) remove() error {
 	if c.cgroupFD >= 0 {
 		unix.Close(c.cgroupFD)
@@ -228,8 +333,8 @@ func (c *capped) remove() error {
 		if d == "" {
 			continue
 		}
-		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
-			errs = append(errs, fmt.Sprintf("rmdir %s: %v", d, err))
+		if err := removeTree(d); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
 	if len(errs) > 0 {

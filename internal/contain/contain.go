@@ -96,10 +96,10 @@ func Run(c Config) (Report, error) {
 	defer r.stop()
 	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r)
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
-	settle(c, cp, r)
+	settle(c, cp)
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid)
 	for _, l := range rep.Leftovers {
-		c.Rec.RecordOf(timeline.StageMatch, timeline.StepLeftover, l.String(), l.record())
+		c.Rec.RecordOf(timeline.StageMatch, timeline.StepLeftover, l.String(), l.Record())
 	}
 	rep.Refused, rep.Peak = cp.refused(), cp.peak()
 	t1 := time.Now()
@@ -182,9 +182,9 @@ func statusOf(ws unix.WaitStatus) int {
 
 // settle gives the command's descendants WaitDelay to exit by
 // themselves once the command has.
-func settle(c Config, cp *capped, r *reaper) {
+func settle(c Config, cp *capped) {
 	for end := time.Now().Add(c.WaitDelay); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if n, _ := live(cp, r.child); n == 0 {
+		if n, _ := live(cp); n == 0 {
 			return
 		}
 	}

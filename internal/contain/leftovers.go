@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/census"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
@@ -25,21 +28,29 @@ type Leftover struct {
 	// Pipes and Sockets it holds open: a pipe is how a leftover hangs a
 	// caller that reads the command's output (go test, a CI runner).
 	Pipes, Sockets int
+	// Ports are the listening or bound sockets among them ("tcp
+	// 127.0.0.1:8080"): a leftover server is what makes the next run's
+	// bind fail.
+	Ports []string
 }
 
 func (l Leftover) String() string {
-	s := fmt.Sprintf("left behind: pid %d %s (%s), %.1f s old, parent %d", l.PID, l.Exe, l.Comm, l.StartAge, l.PPID)
+	s := fmt.Sprintf("left behind: pid %d %s (%s), %s old, parent %d", l.PID, l.Exe, l.Comm, timeline.Dur(time.Duration(l.StartAge*float64(time.Second))), l.PPID)
 	if l.How != "" {
 		s += "; " + l.How
 	}
 	if l.Pipes+l.Sockets > 0 {
 		s += fmt.Sprintf("; holds %d pipe(s) and %d socket(s)", l.Pipes, l.Sockets)
 	}
+	if len(l.Ports) > 0 {
+		s += "; listening on " + strings.Join(l.Ports, ", ")
+	}
 	return s
 }
 
-func (l Leftover) record() timeline.RunLeftover {
-	return timeline.RunLeftover{PID: l.PID, Exe: l.Exe, Comm: l.Comm, AgeS: l.StartAge, PPID: l.PPID, How: l.How, Pipes: l.Pipes, Sockets: l.Sockets}
+// Record is the leftover as the timeline and --json write it.
+func (l Leftover) Record() timeline.RunLeftover {
+	return timeline.RunLeftover{PID: l.PID, Exe: l.Exe, Comm: l.Comm, AgeS: l.StartAge, PPID: l.PPID, How: l.How, Pipes: l.Pipes, Sockets: l.Sockets, Ports: l.Ports}
 }
 
 // leftovers lists the command's live processes once it has exited (or
@@ -49,6 +60,7 @@ func leftovers(cp *capped, child int) []Leftover {
 	self := os.Getpid()
 	up := uptimeTicks()
 	var out []Leftover
+	nets := netTables{}
 	for _, st := range stats(cp) {
 		l := Leftover{PID: st.PID, Comm: st.Comm, PPID: st.PPID}
 		l.Exe, _, _ = proc.Default.ExePath(st.PID)
@@ -68,14 +80,18 @@ func leftovers(cp *capped, child int) []Leftover {
 			how = append(how, "re-parented to freeze (its parent exited)")
 		}
 		l.How = strings.Join(how, ", ")
-		l.Pipes, l.Sockets = held(st.PID)
+		var socks []uint64
+		l.Pipes, socks = held(st.PID)
+		l.Sockets = len(socks)
+		l.Ports = nets.ports(st.PID, socks)
 		out = append(out, l)
 	}
 	return out
 }
 
-// held counts the pipes and sockets among a process's descriptors.
-func held(pid int) (pipes, sockets int) {
+// held counts the pipes among a process's descriptors and lists its
+// sockets' inodes.
+func held(pid int) (pipes int, sockets []uint64) {
 	ents, _ := os.ReadDir(filepath.Join(pidDir(pid), "fd"))
 	for _, e := range ents {
 		t, err := os.Readlink(filepath.Join(pidDir(pid), "fd", e.Name()))
@@ -83,11 +99,42 @@ func held(pid int) (pipes, sockets int) {
 		case err != nil:
 		case strings.HasPrefix(t, "pipe:"):
 			pipes++
-		case strings.HasPrefix(t, "socket:"):
-			sockets++
+		case strings.HasPrefix(t, "socket:["):
+			ino, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(t, "socket:["), "]"), 10, 64)
+			if err == nil {
+				sockets = append(sockets, ino)
+			}
 		}
 	}
 	return pipes, sockets
+}
+
+// netTables holds the listening sockets of each network namespace the
+// leftovers are in, read once per namespace: thousands of leftovers
+// usually share one.
+type netTables map[string]map[uint64]census.Port
+
+// ports names the listening sockets among socks, which pid holds.
+func (n netTables) ports(pid int, socks []uint64) []string {
+	if len(socks) == 0 {
+		return nil
+	}
+	ns, err := os.Readlink(filepath.Join(pidDir(pid), "ns", "net"))
+	if err != nil {
+		return nil
+	}
+	t, ok := n[ns]
+	if !ok {
+		t = census.Listening(pid)
+		n[ns] = t
+	}
+	var out []string
+	for _, ino := range socks {
+		if p, ok := t[ino]; ok {
+			out = append(out, p.String())
+		}
+	}
+	return out
 }
 
 // uptimeTicks is the time since boot in clock ticks (USER_HZ, 100).

@@ -92,7 +92,7 @@ func descendants() []proc.Stat {
 
 // live counts the command's live processes: the group's members, or
 // freeze's descendants with the rlimit.
-func live(cp *capped, child int) (int, error) {
+func live(cp *capped) (int, error) {
 	if cp.pids == "" {
 		return len(descendants()), nil
 	}

@@ -42,9 +42,14 @@ func newState(dir, name string, cp *capped, command []string) *state {
 		return s
 	}
 	b, _ := json.Marshal(s)
+	// Written whole, then renamed: a guard reaping at the same moment
+	// never reads half a file.
 	p := filepath.Join(runs, name+".json")
-	if os.WriteFile(p, b, 0o600) == nil {
+	tmp := filepath.Join(runs, ".tmp-"+name)
+	if os.WriteFile(tmp, b, 0o600) == nil && os.Rename(tmp, p) == nil {
 		s.path = p
+	} else {
+		os.Remove(tmp)
 	}
 	return s
 }
@@ -59,7 +64,8 @@ func (s *state) remove() {
 type Reaped struct {
 	Name    string
 	Command []string
-	Left    int // processes it found in the groups
+	Left    int  // processes it found in the groups
+	Gone    bool // its groups were gone already (an outer run ended them)
 	Err     error
 }
 
@@ -92,8 +98,16 @@ func Reap(dir string) ([]Reaped, error) {
 		}
 		r := Reaped{Name: s.Name, Command: s.Command}
 		cp, err := s.groups()
+		if err == nil && cp.gone() {
+			// An outer freeze run (or an operator) ended the groups
+			// with the run: nothing is left to end.
+			r.Gone = true
+			os.Remove(f)
+			out = append(out, r)
+			continue
+		}
 		if err == nil {
-			r.Left, _ = live(cp, 0)
+			r.Left, _ = live(cp)
 			_, err = teardown(cp)
 			if err == nil {
 				err = cp.remove()
@@ -127,6 +141,19 @@ func (s *state) groups() (*capped, error) {
 		}
 	}
 	return cp, nil
+}
+
+// gone reports whether none of the run's groups exists any more.
+func (c *capped) gone() bool {
+	for _, d := range []string{c.pids, c.v2, c.freezer} {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Lstat(d); err == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // StateDir is where runs leave their state files: the run lock's

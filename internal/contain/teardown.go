@@ -35,7 +35,7 @@ func teardown(cp *capped) (bool, error) {
 			if ok {
 				// The v2 group is empty: so is the pids group, which
 				// holds the same processes; confirm it too.
-				ok = poll(roundWait, func() bool { n, _ := live(cp, 0); return n == 0 })
+				ok = poll(roundWait, func() bool { n, _ := live(cp); return n == 0 })
 				if !ok {
 					err = fmt.Errorf("%s still lists processes once %s is empty", cp.pids, cp.v2)
 				}
@@ -111,7 +111,7 @@ func killRounds(cp *capped, after func()) (bool, error) {
 		empty = 0
 		killPinned(cp, members)
 		after()
-		poll(roundWait, func() bool { n, _ := live(cp, 0); return n == 0 })
+		poll(roundWait, func() bool { n, _ := live(cp); return n == 0 })
 	}
 	if empty < 2 {
 		return false, fmt.Errorf("%s still holds processes after %d kill rounds", where(cp), rounds)

@@ -21,6 +21,11 @@ type pidsCap struct {
 	dir      string // absolute cgroup directory
 	v2       bool
 	relative string // the group as it reads in /proc/PID/cgroup
+	// leaf is where the chain starts, on v2: a group inside dir, so that
+	// dir holds no process itself and can hand the pids controller down
+	// (cgroup v2's no-internal-process rule). A group the code under test
+	// makes beside its own (freeze run's) is then still under dir's cap.
+	leaf string
 }
 
 // errNoCap means no pids cgroup can be made here; callers skip.
@@ -58,6 +63,18 @@ func newPidsCap(name string, max int) (*pidsCap, error) {
 		os.Remove(c.dir)
 		return nil, fmt.Errorf("%w: set pids.max: %v", errNoCap, err)
 	}
+	if c.v2 {
+		leaf := filepath.Join(c.dir, "chain")
+		err := os.WriteFile(filepath.Join(c.dir, "cgroup.subtree_control"), []byte("+pids"), 0)
+		if err == nil {
+			err = os.Mkdir(leaf, 0o755)
+		}
+		if err != nil {
+			c.remove()
+			return nil, fmt.Errorf("%w: the chain's leaf group: %v", errNoCap, err)
+		}
+		c.leaf = leaf
+	}
 	return c, nil
 }
 
@@ -86,7 +103,11 @@ func (c *pidsCap) setMax(n int) error {
 }
 
 func (c *pidsCap) add(pid int) error {
-	return os.WriteFile(filepath.Join(c.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+	dir := c.dir
+	if c.leaf != "" {
+		dir = c.leaf
+	}
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
 }
 
 // members lists the pids in the group and in any group below it (a
@@ -127,9 +148,21 @@ func (c *pidsCap) dirs() []string {
 }
 
 // forkFailures reads the "max" counter of pids.events: how many forks the
-// cap refused.
+// cap refused. It is the largest over the group and the groups below it:
+// before Linux 6.12 the kernel counts a refusal in the forking task's own
+// group (the leaf), since then in the group whose limit refused it and
+// each above.
 func (c *pidsCap) forkFailures() int {
-	b, err := os.ReadFile(filepath.Join(c.dir, "pids.events"))
+	most := 0
+	for _, d := range c.dirs() {
+		most = max(most, pidsEventsMax(d))
+	}
+	return most
+}
+
+// pidsEventsMax is the "max" line of dir's pids.events.
+func pidsEventsMax(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "pids.events"))
 	if err != nil {
 		return 0
 	}

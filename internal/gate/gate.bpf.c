@@ -1,6 +1,6 @@
 //go:build ignore
 
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
 //
 // The gate: once attached, no process of the chain completes a fork, a
 // clone or an exec. It takes one of two forms, and each program loads on
@@ -434,4 +434,4 @@ int BPF_PROG(count_sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+//
 // The few kernel types the gate reads. preserve_access_index makes every
 // field access a CO-RE relocation: the loader finds each field's offset in
 // the running kernel's BTF, so no vmlinux.h is needed and the object is

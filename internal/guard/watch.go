@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"freeze/internal/census"
+	"freeze/internal/contain"
+	"freeze/internal/match"
 	"freeze/internal/metrics"
 	"freeze/internal/proc"
 )
@@ -18,13 +20,18 @@ const CensusEvery = time.Minute
 // (else once a minute), writes the file, and logs one census line a
 // minute.
 type Watcher struct {
-	G       *Guard
-	File    string // the metrics file, "" for none
-	Every   time.Duration
-	Say     func(string)
-	poke    chan struct{} // a request ended
-	lastLog time.Time
-	failed  bool
+	G     *Guard
+	File  string // the metrics file, "" for none
+	Every time.Duration
+	Say   func(string)
+	// StateDir holds freeze run's state files (in its runs directory):
+	// Reap ends the runs whose freeze is gone. "" reaps nothing.
+	StateDir   string
+	poke       chan struct{} // a request ended
+	lastLog    time.Time
+	failed     bool
+	reapFailed bool
+	unreapable map[string]bool // runs Reap could not end, said once
 }
 
 // Poke asks for a census now: a request ended, and the metrics say what
@@ -49,6 +56,7 @@ func (w *Watcher) Run(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
+			w.Reap()
 		case <-w.poke:
 			if w.File == "" {
 				continue
@@ -100,13 +108,50 @@ func (w *Watcher) logCensus(r *census.Report) {
 	w.G.Record("census", map[string]any{"processes": r.Total, "load": r.Load, "pid_space": r.PidLine, "top": top})
 }
 
-// NewWatcher is a watcher of g's; file "" keeps no metrics file.
-func NewWatcher(g *Guard, file string, every time.Duration, say func(string)) *Watcher {
-	return &Watcher{G: g, File: file, Every: every, Say: say, poke: make(chan struct{}, 1)}
+// NewWatcher is a watcher of g's; file "" keeps no metrics file. It
+// reaps the freeze runs whose state files are in stateDir.
+func NewWatcher(g *Guard, file string, every time.Duration, stateDir string, say func(string)) *Watcher {
+	return &Watcher{G: g, File: file, Every: every, StateDir: stateDir, Say: say, poke: make(chan struct{}, 1), unreapable: map[string]bool{}}
 }
 
 // Metrics is what a guard's stats add to the metrics.
 func (s Stats) Metrics() *metrics.Guard {
 	return &metrics.Guard{Armed: s.Armed, Runs: s.Runs, LastRun: s.LastRun,
 		LastZero: time.Duration(s.LastZeroMS * float64(time.Millisecond)), ForksRefused: s.GateForks, ExecsRefused: s.GateExecs}
+}
+
+// Reap ends the groups of freeze runs whose freeze is gone (killed by
+// SIGKILL or the OOM killer), as 'freeze run --reap' would, from the
+// state files in StateDir/runs. It runs when the guard arms and with
+// every census. A run it cannot end is said once, not every minute.
+func (w *Watcher) Reap() {
+	if w.StateDir == "" {
+		return
+	}
+	reaped, err := contain.Reap(w.StateDir)
+	if err != nil {
+		if !w.reapFailed {
+			w.Say(fmt.Sprintf("warning: cannot reap freeze runs whose freeze is gone: %v", err))
+		}
+		w.reapFailed = true
+		return
+	}
+	w.reapFailed = false
+	for _, r := range reaped {
+		fields := map[string]any{"run": r.Name, "command": r.Command, "left": r.Left, "gone": r.Gone}
+		switch {
+		case r.Gone:
+			// An outer run ended it: its state file is all that was left.
+		case r.Err != nil:
+			if w.unreapable[r.Name] {
+				continue
+			}
+			w.unreapable[r.Name] = true
+			fields["error"] = r.Err.Error()
+			w.Say(fmt.Sprintf("warning: run %s, whose freeze is gone, was not ended: %v", r.Name, r.Err))
+		default:
+			w.Say(fmt.Sprintf("reaped %s (%s): its freeze is gone; %d process(es) it left, killed; its groups removed", r.Name, match.ShellJoin(r.Command), r.Left))
+		}
+		w.G.Record("reaped", fields)
+	}
 }

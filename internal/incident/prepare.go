@@ -32,7 +32,7 @@ const memoryLimit = 256 << 20
 func Prepare(o Output) []string {
 	raised, err := priority.Raise()
 	if ok, us := early.Lifted(); ok {
-		raised = append([]string{fmt.Sprintf("lifted at start after %.1f ms of CPU", float64(us)/1000)}, raised...)
+		raised = append([]string{"lifted at start after " + timeline.Dur(time.Duration(us)*time.Microsecond) + " of CPU"}, raised...)
 	}
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(memoryLimit)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"freeze/internal/census"
+	"freeze/internal/version"
 )
 
 // MaxTop bounds the executables exported, whatever --top asks.
@@ -55,6 +56,11 @@ func Registry(r *census.Report, g *Guard) *prometheus.Registry {
 		return m
 	}
 
+	// Which freeze wrote these: an alert or a dashboard can tell the
+	// hosts that still run an old one.
+	bi := version.Get()
+	vec("freeze_build_info", "1, labelled with the freeze that wrote these metrics.", "version", "commit", "goversion", "gate_object_sha256").
+		WithLabelValues(label(bi.Version), label(bi.Commit), bi.Go, bi.GateHash).Set(1)
 	gauge("freeze_census_sample_seconds", "How long the census watched the machine.", r.Sample)
 	gauge("freeze_cores", "CPU cores.", float64(r.Cores))
 	load := vec("freeze_load_per_core", "Load average divided by the cores.", "window")

@@ -54,6 +54,10 @@ func TestWriteBoundsAndParses(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
+	// Which freeze wrote them, one series of 1.
+	if bi := mfs["freeze_build_info"].GetMetric(); len(bi) != 1 || bi[0].Gauge.GetValue() != 1 || len(bi[0].GetLabel()) != 4 {
+		t.Errorf("freeze_build_info: %v", bi)
+	}
 	if n := len(mfs["freeze_guard_runs_total"].GetMetric()); n != 2 {
 		t.Errorf("runs by outcome: %d series, want 2", n)
 	}

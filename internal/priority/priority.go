@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -89,7 +90,7 @@ func Raise() ([]string, error) {
 	if err := unix.Setrlimit(unix.RLIMIT_RTTIME, &lim); err == nil {
 		dropOnSIGXCPU()
 		if err := setAll(schedRR, rtPriority); err == nil {
-			did = append(did, fmt.Sprintf("SCHED_RR %d (RLIMIT_RTTIME %d ms)", rtPriority, rtSoftLimit/1000))
+			did = append(did, fmt.Sprintf("SCHED_RR %d (RLIMIT_RTTIME %v)", rtPriority, time.Duration(rtSoftLimit)*time.Microsecond))
 		} else {
 			keep(err)
 		}

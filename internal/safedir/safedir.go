@@ -29,6 +29,13 @@ func Ensure(dir string) error {
 	if err := unix.Mkdir(dir, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("make %s: %w", dir, err)
 	}
+	return Check(dir)
+}
+
+// Check is Ensure without making anything: dir, opened without
+// following a symlink, is a directory owned by the caller and writable
+// by no one else.
+func Check(dir string) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%s is not a directory freeze made (%v): remove it and run again: %w", dir, err, ErrUnsafe)

@@ -108,7 +108,7 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 	if preloaded {
 		how = "preloaded, filled in"
 	}
-	msg := fmt.Sprintf("gate attached, form %s (%s %v, attach %v, held after %v): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, g.LoadTook.Round(10e3), g.AttachTook.Round(10e3), g.HeldTook.Round(10e3), gateAction(g))
+	msg := fmt.Sprintf("gate attached, form %s (%s %s, attach %s, held after %s): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, timeline.Dur(g.LoadTook), timeline.Dur(g.AttachTook), timeline.Dur(g.HeldTook), gateAction(g))
 	if note != "" {
 		msg += "; " + note
 	}
@@ -127,7 +127,10 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 		msg += "; without " + k.Name + ": " + k.Why
 		a.Missing = append(a.Missing, k.Name+": "+k.Why)
 	}
-	r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateAttached, msg, a)
+	// Tagged with the match: the gate attaches before the scan, on the
+	// target's file, and the scan then marks what it finds in it. So the
+	// progress reads 1/4 before 2/4, as it happened.
+	r.rec.RecordOf(timeline.StageMatch, timeline.StepGateAttached, msg, a)
 }
 
 // gateAction is what the gate does to an attempt of the chain.
@@ -256,7 +259,8 @@ func (r *run) closeGate() {
 		d.Error = err.Error()
 		msg += "; detaching failed: " + err.Error()
 	}
-	r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateDetached, msg, d)
+	// Detached after zero is confirmed: part of confirm and record.
+	r.rec.RecordOf(timeline.StageRecord, timeline.StepGateDetached, msg, d)
 }
 
 func actionWord(kill bool) string {

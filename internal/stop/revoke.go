@@ -2,10 +2,18 @@ package stop
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
 	"freeze/internal/match"
+	"freeze/internal/safedir"
 	"freeze/internal/timeline"
 )
 
@@ -71,4 +79,60 @@ func Revocations(events []timeline.Event) ([]freeze.Revocation, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// earlierScanned bounds how many of the newest timelines a rerun reads
+// for the mode an earlier run revoked.
+const earlierScanned = 200
+
+// earlier finds the revocation an earlier run of freeze made of the file
+// v names, where exec is off already (a rerun after a crash, or after
+// --hold): the newest record, in a trusted timeline of this run's
+// directory or the state directory, of that inode with the mode it has
+// now and its change time unchanged since (so nothing touched the file
+// after that run). Its original mode is what a restore must put back;
+// the rerun's own check saw only the revoked one.
+func (r *run) earlier(v freeze.Revocation) (freeze.Revocation, string, bool) {
+	var st unix.Stat_t
+	if unix.Stat(v.Path, &st) != nil || st.Dev != v.Dev || st.Ino != v.Ino {
+		return freeze.Revocation{}, "", false
+	}
+	var dirs []string
+	if p := r.rec.Path(); p != "" {
+		dirs = append(dirs, filepath.Dir(p))
+	}
+	if d := timeline.StateDir(); !slices.Contains(dirs, d) {
+		dirs = append(dirs, d)
+	}
+	type file struct {
+		path string
+		mod  time.Time
+	}
+	var files []file
+	for _, d := range dirs {
+		if safedir.Check(d) != nil {
+			continue // a directory someone else can write: its records prove nothing
+		}
+		paths, _ := filepath.Glob(filepath.Join(d, "*.jsonl"))
+		for _, p := range paths {
+			if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && p != r.rec.Path() {
+				files = append(files, file{p, fi.ModTime()})
+			}
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].mod.After(files[j].mod) })
+	for _, f := range files[:min(len(files), earlierScanned)] {
+		events, err := timeline.ReadTrusted(f.path, os.Geteuid())
+		if err != nil {
+			continue
+		}
+		revs, _ := Revocations(events)
+		for i := len(revs) - 1; i >= 0; i-- {
+			e := revs[i]
+			if e.Dev == v.Dev && e.Ino == v.Ino && e.NewMode == v.Mode && e.Ctime == st.Ctim.Nano() && e.UID == v.UID && e.GID == v.GID {
+				return e, f.path, true
+			}
+		}
+	}
+	return freeze.Revocation{}, "", false
 }

@@ -31,7 +31,7 @@ func (r *run) match() error {
 		verb = "matches"
 	}
 	msg := fmt.Sprintf("%s %s (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
-		match.Count(res.Live(), "live process", "live processes"), verb, res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, took.Round(time.Millisecond), from)
+		match.Count(res.Live(), "live process", "live processes"), verb, res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, timeline.Dur(took), from)
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
@@ -90,6 +90,10 @@ func (r *run) revoke() error {
 		return fmt.Errorf("revoke exec: %w", refused[0])
 	}
 	for _, v := range revs {
+		if v.Mode&0o111 == 0 {
+			r.alreadyRevoked(v)
+			continue
+		}
 		// Write-ahead: the original mode is on disk before the chmod, so
 		// a crash between the two leaves the record of what to put back
 		// (#24, finding 8; the revoked record follows with the change
@@ -119,6 +123,8 @@ func (r *run) dryRun() error {
 		return nil
 	}
 	r.out.Kind, r.out.Support, r.out.Zombies = DryRun, freeze.Probe(r.c.BTF), r.res.Zombies
+	r.dryRunProcesses()
+	r.lookAlikes()
 	for _, s := range r.out.Support {
 		r.rec.Record(timeline.StageFreeze, timeline.StepDryRunMethod, fmt.Sprintf("%s: %s (%s)", s.Method, yesNo(s.OK), s.Why), timeline.F{"method": string(s.Method), "ok": s.OK, "why": s.Why})
 		for _, k := range s.Kinds {
@@ -127,6 +133,59 @@ func (r *run) dryRun() error {
 	}
 	r.rec.Record(timeline.StageRecord, timeline.StepDryRun, "dry run: nothing was changed", nil)
 	return errDone
+}
+
+// alreadyRevoked records a file whose execute bits are off already: an
+// earlier run revoked them (a rerun after a crash or a --hold). Its
+// record of the original mode is carried over, so that a restore from
+// this run's timeline puts that mode back, not the revoked one; the file
+// is not touched. Without such a record, this run says so and leaves
+// the mode to the operator.
+func (r *run) alreadyRevoked(v freeze.Revocation) {
+	e, from, ok := r.earlier(v)
+	if !ok {
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepAlreadyRevoked, fmt.Sprintf("exec is off on %s already (mode %#o), and no earlier run's timeline records its mode: nothing to revoke; restore its mode by hand once the source is fixed", v.Path, v.Mode), revFields(v))
+		return
+	}
+	r.out.Revoked = append(r.out.Revoked, e)
+	r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevoke, fmt.Sprintf("exec was revoked on %s by an earlier run (%s): mode %#o -> %#o carried over, unchanged since; freeze restore with this timeline puts %#o back", v.Path, from, e.Mode, e.NewMode, e.Mode), revFields(e))
+}
+
+// dryRunListed is how many processes a dry run lists one by one.
+const dryRunListed = 20
+
+// dryRunProcesses lists what a run would act on: the operator checks the
+// set before anything changes.
+func (r *run) dryRunProcesses() {
+	for i, p := range r.res.Procs {
+		if i == dryRunListed {
+			r.rec.Record(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on %s more (the timeline of a real run lists them all)", match.Count(len(r.res.Procs)-dryRunListed, "process", "processes")),
+				timeline.F{"more": len(r.res.Procs) - dryRunListed})
+			return
+		}
+		exe := p.Exe
+		if exe == "" {
+			exe = "a descendant"
+		}
+		r.rec.Record(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on pid %d (parent %d, state %c, by %s): %s", p.PID, p.PPID, p.State, p.Reason, exe),
+			timeline.F{"pid": p.PID, "ppid": p.PPID, "state": string(p.State), "reason": p.Reason.String(), "exe": p.Exe})
+	}
+}
+
+// lookAlikes says where a target's name runs from another file: the
+// match is by file, so those are left alone, and an operator who meant
+// them learns it before the incident, not after.
+func (r *run) lookAlikes() {
+	for _, t := range r.c.Spec.Targets {
+		for _, other := range match.RunningNamed(r.c.FS, t.Basename) {
+			if other.Path == t.Path {
+				continue
+			}
+			r.rec.Record(timeline.StageMatch, timeline.StepLookAlike, fmt.Sprintf("not matched: %s also runs as %s (%s), a different file: left alone; name it with --path to include it",
+				t.Basename, match.ShellQuote(other.Path), match.Count(other.Count, "process", "processes")),
+				timeline.F{"target": t.Path, "path": other.Path, "count": other.Count})
+		}
+	}
 }
 
 // nothingToDo ends a run that matched nothing, unless an earlier --hold
@@ -192,7 +251,7 @@ func (r *run) grow() error {
 	res, err := freeze.Grow(r.c.FS, r.scanner, g, r.deadline, r.interrupted, func(n freeze.Round) {
 		last = n
 		r.rec.Record(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone, frozen=%v (%v)",
-			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, n.Took.Round(time.Millisecond)),
+			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, timeline.Dur(n.Took)),
 			timeline.F{"round": n.N, "matched": n.Matched, "outside": n.Outside, "moved": n.Moved, "gone": n.Gone,
 				"reused_pids": n.Reused, "frozen": n.Frozen, "took_ms": ms(n.Took)})
 	})
@@ -233,7 +292,7 @@ func (r *run) kill() error {
 	_, inside := g.Terms()
 	r.scanner.Prime(r.res) // round 1 kills the fixed set as the last scan found it
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted}, func(n rounds.Round) {
-		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, n.Signaled, n.Took.Round(time.Millisecond)),
+		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, n.Signaled, timeline.Dur(n.Took)),
 			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "took_ms": ms(n.Took)})
 	})
 	r.out.Survivors, r.out.Zombies = ko.Survivors, ko.Zombies
@@ -289,7 +348,7 @@ func loads(ok bool) string {
 	if ok {
 		return "loads"
 	}
-	return "refused"
+	return "does not load here"
 }
 
 func yesNo(b bool) string {

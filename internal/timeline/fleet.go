@@ -33,10 +33,14 @@ type HostRun struct {
 	// Outcome is the step that ended the run (zero, survivors, hold,
 	// nothing-matched, dry-run, ...), "unfinished" when none did, or
 	// "unreadable".
-	Outcome   string  `json:"outcome"`
-	Method    string  `json:"method,omitempty"`
-	Matched   int     `json:"matched"`
-	ZeroMS    float64 `json:"time_to_zero_ms,omitempty"` // from the start; only when zero was reached
+	Outcome string `json:"outcome"`
+	Method  string `json:"method,omitempty"`
+	// Matched is the most processes the run held: the fixed set, or the
+	// largest freeze round, else the match's first count.
+	Matched int `json:"matched"`
+	// ZeroMS is from the run's own start (in a drill, after the drill's
+	// set-up); only when zero was reached.
+	ZeroMS    float64 `json:"time_to_zero_ms,omitempty"`
 	Survivors int     `json:"survivors"`
 	// Fork and exec attempts of the chain that the BPF gate stopped.
 	GateForks uint64 `json:"gate_forks_stopped,omitempty"`
@@ -117,6 +121,7 @@ func Number(v any) (float64, bool) {
 // Summarize sums up one run's events.
 func Summarize(host, file string, events []Event) HostRun {
 	h := HostRun{Host: host, File: file, Outcome: "unfinished", Exit: -1, Events: events}
+	var startMS float64 // the run's own start: a drill records its set-up before it
 	for _, e := range events {
 		// A field of the wrong type (a hand-edited or forged file) is
 		// left at zero; Decode fills the rest (encoding/json goes on
@@ -125,13 +130,24 @@ func Summarize(host, file string, events []Event) HostRun {
 		case StepStart:
 			var s Start
 			e.Decode(&s)
+			startMS = e.ElapsedMS
 			h.Started = e.Time.UTC().Format(time.RFC3339)
 			h.Hostname, h.MachineID, h.Kernel = s.Host, s.MachineID, s.Kernel
 			h.Command = match.ShellJoin(s.Command)
 		case StepMatch:
 			var m Matched
 			e.Decode(&m)
-			h.Matched = m.Matched
+			h.Matched = max(h.Matched, m.Matched)
+		case StepFreezeRound:
+			var f FreezeRound
+			e.Decode(&f)
+			h.Matched = max(h.Matched, f.Matched)
+		case StepFixed:
+			var f struct {
+				Set int `json:"set"`
+			}
+			e.Decode(&f)
+			h.Matched = max(h.Matched, f.Set)
 		case StepMethod:
 			var m MethodChosen
 			e.Decode(&m)
@@ -148,7 +164,7 @@ func Summarize(host, file string, events []Event) HostRun {
 		if code, ok := ExitCode(e.Step); ok && h.Exit == -1 {
 			h.Outcome, h.Exit = string(e.Step), code
 			if e.Step == StepZero {
-				h.ZeroMS = e.ElapsedMS
+				h.ZeroMS = e.ElapsedMS - startMS
 			}
 			if e.Step == StepDrillEnd {
 				var d DrillEnd
@@ -302,6 +318,29 @@ func Fleet(runs []HostRun) FleetSummary {
 	return s
 }
 
+// zeroBars writes one bar per run that reached zero, as long as its time
+// to zero against the slowest: which hosts took the longest.
+func zeroBars(w io.Writer, runs []HostRun) {
+	slowest := 0.0
+	for _, r := range runs {
+		if r.Outcome == string(StepZero) {
+			slowest = max(slowest, r.ZeroMS)
+		}
+	}
+	if slowest <= 0 {
+		return
+	}
+	fmt.Fprintln(w, "\n## Time to zero, by host\n\n```")
+	for _, r := range runs {
+		if r.Outcome != string(StepZero) {
+			continue
+		}
+		n := int(r.ZeroMS/slowest*chartWidth + 0.5)
+		fmt.Fprintf(w, "%-20s %9s %s\n", oneLine(r.Host), DurMS(r.ZeroMS), strings.Repeat("#", max(n, 1)))
+	}
+	fmt.Fprintln(w, "```")
+}
+
 // RenderFleet writes the fleet postmortem: a table with one row per run
 // (per host, unless a host ran more than once), the hosts that need
 // attention, then each run's own timeline. format is markdown or json.
@@ -328,7 +367,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 	for _, r := range runs {
 		zero, exit := "-", "-"
 		if r.Outcome == string(StepZero) {
-			zero = fmt.Sprintf("%.1f ms", r.ZeroMS)
+			zero = DurMS(r.ZeroMS)
 		}
 		if r.Exit >= 0 {
 			exit = fmt.Sprint(r.Exit)
@@ -336,6 +375,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), r.Outcome, dash(r.Method), r.Matched, zero,
 			r.Survivors, exit, cell(dash(r.Hostname)), cell(dash(r.Kernel)), dash(r.Started))
 	}
+	zeroBars(w, runs)
 	fmt.Fprintln(w, "\n## Hosts that need attention")
 	fmt.Fprintln(w)
 	n := 0
@@ -358,7 +398,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 			fmt.Fprintf(w, "\n%s\n", mdText(r.Error))
 			continue
 		}
-		if err := Render(w, r.Events, "markdown"); err != nil {
+		if err := render(w, r.Events, "markdown", 3); err != nil {
 			fmt.Fprintf(w, "\n%v\n", err)
 		}
 	}

@@ -93,13 +93,20 @@ func TestRenderFleetMarkdownAndJSON(t *testing.T) {
 	out := md.String()
 	for _, want := range []string{
 		"# freeze fleet postmortem: 4 hosts, 4 runs",
-		"| web-1 | zero | cgroup2 | 300 | 412.5 ms | 0 | 0 | web-1.example | 6.1.0 |",
+		"| web-1 | zero | cgroup2 | 300 | 413ms | 0 | 0 | web-1.example | 6.1.0 |",
 		"| web-2 | survivors | sigstop | 20 | - | 2 | 1 | web-2.example |",
 		"| db-1 | unfinished | - | 5 | - | 0 | - |",
 		"- **web-2**: 2 processes survived",
 		"- **db-1**: the timeline stops early",
 		"## web-1: zero",
-		"Zero remain, confirmed 412.5 ms after the start.",
+		"Zero remain, confirmed 413ms after the start.",
+		// Each host's timeline sits under its host's heading, one level
+		// down: on 2e67e63 both were "##".
+		"## web-1: zero\n\nFile: ",
+		"\n### freeze timeline, ",
+		"\n#### Outcome\n",
+		// A bar per host that reached zero, of its time to zero.
+		"## Time to zero, by host\n\n```\nweb-1                    413ms " + strings.Repeat("#", chartWidth) + "\n```",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
@@ -245,5 +252,25 @@ func TestTypedRecordRoundTrips(t *testing.T) {
 		if err := e.Decode(&got); err != nil || got != want {
 			t.Errorf("from %s: %+v (%v), want %+v", where, got, err, want)
 		}
+	}
+}
+
+// A drill's time to zero counts from the run's own start, not from the
+// drill's set-up; "matched" is the most the run held (the fixed set), not
+// the first scan's count. On 2e67e63 this drill read 900 ms and 300.
+func TestSummaryOfADrill(t *testing.T) {
+	events, err := Parse([]byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"drill","msg":"drill: started a chain"}
+{"time":"2026-12-01T10:00:00.8Z","elapsed_ms":800,"step":"start","msg":"freeze run started"}
+{"time":"2026-12-01T10:00:00.81Z","elapsed_ms":810,"step":"match","stage":1,"msg":"m","matched":300}
+{"time":"2026-12-01T10:00:00.82Z","elapsed_ms":820,"step":"freeze-round","stage":2,"msg":"f1","round":1,"matched":340}
+{"time":"2026-12-01T10:00:00.83Z","elapsed_ms":830,"step":"fixed","stage":2,"msg":"fixed","set":343}
+{"time":"2026-12-01T10:00:00.9Z","elapsed_ms":900,"step":"zero","stage":4,"msg":"zero remain"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Summarize("h", "f", events)
+	if h.ZeroMS != 100 || h.Matched != 343 {
+		t.Errorf("time to zero %v ms, matched %d; want 100 and 343", h.ZeroMS, h.Matched)
 	}
 }

@@ -18,6 +18,12 @@ import (
 // after the end (freeze's peak memory) do not make a finished run look
 // cut.
 func Render(w io.Writer, events []Event, format string) error {
+	return render(w, events, format, 2)
+}
+
+// render is Render with the title at heading level (2 alone, 3 inside a
+// fleet postmortem's host section), and the sections one below it.
+func render(w io.Writer, events []Event, format string, level int) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -30,10 +36,11 @@ func Render(w io.Writer, events []Event, format string) error {
 	if len(events) == 0 {
 		return fmt.Errorf("the timeline has no events")
 	}
-	r := renderer{w: w, md: format == "markdown"}
+	r := renderer{w: w, md: format == "markdown", level: level}
 	r.header(events)
 	r.steps(events)
 	r.rounds(events)
+	r.chart(events)
 	if last := events[len(events)-1]; !ended(events) {
 		fmt.Fprintf(w, "\nThis timeline stops early, after step %q at %s: freeze was killed, or is still going.\n", last.Step, last.Time.UTC().Format("15:04:05.000"))
 	}
@@ -42,14 +49,15 @@ func Render(w io.Writer, events []Event, format string) error {
 
 // renderer writes one timeline as markdown or as plain text.
 type renderer struct {
-	w  io.Writer
-	md bool
+	w     io.Writer
+	md    bool
+	level int // the title's heading level
 }
 
 // heading writes a section's heading.
 func (r renderer) heading(s string) {
 	if r.md {
-		fmt.Fprintf(r.w, "\n### %s\n\n", s)
+		fmt.Fprintf(r.w, "\n%s %s\n\n", strings.Repeat("#", r.level+1), s)
 	} else {
 		fmt.Fprintf(r.w, "\n%s\n%s\n", s, strings.Repeat("-", len(s)))
 	}
@@ -69,7 +77,7 @@ func (r renderer) header(events []Event) {
 	first := events[0]
 	title := "freeze timeline, " + first.Time.UTC().Format(time.RFC3339)
 	if r.md {
-		fmt.Fprintf(r.w, "## %s\n", title)
+		fmt.Fprintf(r.w, "%s %s\n", strings.Repeat("#", r.level), title)
 	} else {
 		fmt.Fprintf(r.w, "%s\n", title)
 	}
@@ -107,7 +115,7 @@ func (r renderer) steps(events []Event) {
 	}
 	for _, e := range events {
 		ts := e.Time.UTC().Format("15:04:05.000")
-		el := fmt.Sprintf("%.1f ms", e.ElapsedMS)
+		el := DurMS(e.ElapsedMS)
 		if r.md {
 			fmt.Fprintf(r.w, "| %s | %s | %s | %s |\n", ts, el, mdText(string(e.Step)), mdText(e.Msg))
 		} else {
@@ -155,7 +163,7 @@ func outcome(events []Event) string {
 		e := events[i]
 		switch e.Step {
 		case StepZero:
-			return fmt.Sprintf("Zero remain, confirmed %.1f ms after the start.", e.ElapsedMS)
+			return fmt.Sprintf("Zero remain, confirmed %s after the start.", DurMS(e.ElapsedMS))
 		case StepSurvivors:
 			return "Survivors remained: " + e.Msg
 		case StepHold:

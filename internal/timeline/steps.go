@@ -20,7 +20,10 @@ const (
 	StepRevokeIntent    Step = "revoke-intent" // written and fsynced before the chmod
 	StepWouldRevoke     Step = "would-revoke"
 	StepDryRunMethod    Step = "dry-run-method"
-	StepDryRunGate      Step = "dry-run-gate" // a BPF program kind, loaded or refused
+	StepDryRunGate      Step = "dry-run-gate"    // a BPF program kind, loaded or refused
+	StepDryRunProcess   Step = "dry-run-process" // a process a run would act on
+	StepAlreadyRevoked  Step = "already-revoked" // exec off already, no earlier record of the mode
+	StepLookAlike       Step = "look-alike"      // the target's name, run from another file: left alone
 	StepGateAttached    Step = "gate-attached"
 	StepGateUnavailable Step = "gate-unavailable"
 	StepGateDetached    Step = "gate-detached"

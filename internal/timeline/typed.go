@@ -152,14 +152,15 @@ type RunExit struct {
 
 // RunLeftover is a process that outlived the command (StepLeftover).
 type RunLeftover struct {
-	PID     int     `json:"pid"`
-	Exe     string  `json:"exe"`
-	Comm    string  `json:"comm"`
-	AgeS    float64 `json:"age_s"`
-	PPID    int     `json:"ppid"`
-	How     string  `json:"how,omitempty"`
-	Pipes   int     `json:"pipes"`
-	Sockets int     `json:"sockets"`
+	PID     int      `json:"pid"`
+	Exe     string   `json:"exe"`
+	Comm    string   `json:"comm"`
+	AgeS    float64  `json:"age_s"`
+	PPID    int      `json:"ppid"`
+	How     string   `json:"how,omitempty"`
+	Pipes   int      `json:"pipes"`
+	Sockets int      `json:"sockets"`
+	Ports   []string `json:"ports,omitempty"`
 }
 
 // RunEnd is freeze run's verdict (StepRunEnd).
@@ -223,4 +224,21 @@ func (e Event) Decode(v any) error {
 		return fmt.Errorf("step %s: %w", e.Step, err)
 	}
 	return nil
+}
+
+// FreezeRound is one round of freezing growth (StepFreezeRound).
+type FreezeRound struct {
+	Round   int `json:"round"`
+	Matched int `json:"matched"`
+	Outside int `json:"outside"`
+	Moved   int `json:"moved"`
+	Gone    int `json:"gone"`
+}
+
+// KillRound is one kill round (StepKillRound).
+type KillRound struct {
+	Round    int `json:"round"`
+	Live     int `json:"live"`
+	Inside   int `json:"inside"`
+	Signaled int `json:"signaled"`
 }

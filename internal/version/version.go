@@ -22,9 +22,22 @@ type Info struct {
 	GateHash string `json:"gate_object_sha256"`
 }
 
+// Stamped by a package build (deploy/package/build), with -ldflags
+// "-X freeze/internal/version.stamped=V -X ...stampedCommit=C": a build
+// from a tarball or with -buildvcs=false records no VCS information.
+var stamped, stampedCommit string
+
 // Get reads this build's record.
-func Get() Info {
-	i := Info{Version: "unknown", Commit: "unknown", Go: runtime.Version(), GateHash: gate.ObjectHash()}
+func Get() (i Info) {
+	i = Info{Version: "unknown", Commit: "unknown", Go: runtime.Version(), GateHash: gate.ObjectHash()}
+	defer func() {
+		if stamped != "" {
+			i.Version = stamped
+		}
+		if stampedCommit != "" {
+			i.Commit = stampedCommit
+		}
+	}()
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return i

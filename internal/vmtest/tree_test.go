@@ -13,9 +13,10 @@ import (
 )
 
 // guestTree builds the VM's root: busybox (its applets, PID 1's shell),
-// bash-static as /bin/sh (the gate's tests copy /bin/sh and run the copy
-// under another name, which busybox would not answer to), freeze, the
-// test binaries, the chain fixture built statically, btrfs-progs, and
+// bash-static as /bin/sh and /bin/bash (the gate's tests copy /bin/sh
+// and run the copy under another name, which busybox would not answer
+// to), freeze, the test binaries (gate, stop, and cmd/freeze's for
+// freeze run), the chain fixture built statically, btrfs-progs, and
 // every library ldd names.
 func guestTree(t *testing.T) string {
 	t.Helper()
@@ -40,6 +41,7 @@ func guestTree(t *testing.T) string {
 	build("build", "-o", filepath.Join(root, "bin/freeze"), "./cmd/freeze")
 	build("test", "-c", "-o", filepath.Join(root, "t/gate.test"), "./internal/gate")
 	build("test", "-c", "-o", filepath.Join(root, "t/stop.test"), "./internal/stop")
+	build("test", "-c", "-o", filepath.Join(root, "t/cmd.test"), "./cmd/freeze")
 	if out, err := exec.Command("cc", "-O2", "-static", "-o", filepath.Join(root, "t/chain"),
 		filepath.Join(mod, "internal/containtest/fixture/chain.c")).CombinedOutput(); err != nil {
 		t.Fatalf("build the chain fixture statically (install libc6-dev): %v\n%s", err, out)
@@ -54,13 +56,14 @@ func guestTree(t *testing.T) string {
 	}
 	need("busybox", "bin/busybox")
 	need("bash-static", "bin/sh")
+	need("bash-static", "bin/bash") // freeze run's fork-bomb test copies /bin/bash
 	need("mkfs.btrfs", "usr/sbin/mkfs.btrfs")
 	need("btrfs", "usr/bin/btrfs")
 	copyFile(t, "guest/init", filepath.Join(root, "init"), 0o755)
 	copyFile(t, "guest/suite", filepath.Join(root, "suite"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
-	for _, bin := range []string{"bin/freeze", "t/gate.test", "t/stop.test", "usr/sbin/mkfs.btrfs", "usr/bin/btrfs"} {
+	for _, bin := range []string{"bin/freeze", "t/gate.test", "t/stop.test", "t/cmd.test", "usr/sbin/mkfs.btrfs", "usr/bin/btrfs"} {
 		for _, lib := range libs(t, filepath.Join(root, bin)) {
 			copyFile(t, lib, filepath.Join(root, lib), 0o755)
 		}

@@ -35,8 +35,8 @@ type boot struct {
 // TestKernelMatrix boots Debian's kernels under qemu (TCG) and runs the
 // gate's suite inside each: the gate's own tests under the form auto
 // picks and under the stopping form, the stop order by bpf, overlayfs
-// and btrfs, --hold then finishing, drills, and a check that nothing is
-// left loaded. It reads a line per test from the serial console and
+// and btrfs, --hold then finishing, drills, freeze run's control tests
+// on cgroup v2, and a check that nothing is left loaded. It reads a line per test from the serial console and
 // fails on any failure, on a required test that skipped, and on a drill
 // whose gate is not the form the kernel should give. The kernels come
 // from internal/vmtest/fetch-kernels; set FREEZE_VM_CACHE to its
@@ -234,6 +234,9 @@ var required = map[string][]string{
 	"stop-order": {"TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn"},
 	"stop-fs": {"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf", "TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf-procscan",
 		"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/btrfs/bpf", "TestHoldThenRunReusesOneGroup/bpf"},
+	// freeze run on cgroup v2 (the fork bomb's test checks the kind).
+	"run-v2": {"TestRunLeavesNothingOfASessionEscape", "TestRunNamesALeftoversPort", "TestRunCapStopsAForkBomb",
+		"TestRunPassesTheStatusThrough", "TestRunSIGTERMLeavesNothing", "TestRunReapEndsWhatAKilledRunLeft", "TestRunNestedInsideAnotherRun"},
 }
 
 func check(t *testing.T, b boot, r *result) {
@@ -242,7 +245,7 @@ func check(t *testing.T, b boot, r *result) {
 		t.Errorf("%s: the suite did not finish (no VMTEST DONE)", b.name)
 	}
 	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn",
-		"gate-auto", "gate-tp_btf", "stop-order", "stop-fs", "leftovers"}
+		"gate-auto", "gate-tp_btf", "stop-order", "stop-fs", "run-v2", "leftovers"}
 	for _, s := range steps {
 		rc, ok := r.steps[s]
 		switch {
