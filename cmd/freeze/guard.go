@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,6 +25,7 @@ type guardFlags struct {
 	autoUnder    []string
 	metricsFile  string
 	metricsEvery time.Duration
+	health       string // ADDR for GET /healthz, "" for none
 }
 
 // runGuard is 'freeze guard': arm, say so, then take requests until
@@ -69,11 +72,12 @@ func runGuard(o out, args []string) int {
 	// state (runlock's directory, /run/freeze): it ends the runs whose
 	// freeze was killed.
 	w = guard.NewWatcher(g, f.metricsFile, f.metricsEvery, f.runDir, say)
-	return serveGuard(o, g, w, say)
+	return serveGuard(o, g, w, f.health, say)
 }
 
-// serveGuard serves until SIGTERM or SIGINT, keeping the metrics file.
-func serveGuard(o out, g *guard.Guard, w *guard.Watcher, say func(string)) int {
+// serveGuard serves until SIGTERM or SIGINT, keeping the metrics file,
+// and answers GET /healthz on health if it is set.
+func serveGuard(o out, g *guard.Guard, w *guard.Watcher, health string, say func(string)) int {
 	stop := make(chan struct{})
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -88,6 +92,17 @@ func serveGuard(o out, g *guard.Guard, w *guard.Watcher, say func(string)) int {
 			o.hintf("make the directory, or name a writable file in node_exporter's textfile directory")
 			return exitUsage
 		}
+	}
+	if health != "" {
+		ln, err := net.Listen("tcp", health)
+		if err != nil {
+			o.errorf("guard: --health %s: %v", health, err)
+			o.hintf("choose a free port")
+			return exitRefused
+		}
+		srv := &http.Server{Handler: healthHandler(g), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
 	}
 	w.Reap()
 	done := make(chan struct{})
@@ -109,6 +124,20 @@ func serveGuard(o out, g *guard.Guard, w *guard.Watcher, say func(string)) int {
 	return exitZero
 }
 
+// healthHandler answers a liveness probe that does not exec (Kubernetes'
+// httpGet): 200 "armed" while the guard's heartbeat is fresh, else 503.
+func healthHandler(g *guard.Guard) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		if !g.Alive() {
+			http.Error(rw, "the guard's heartbeat is stale", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(rw, "armed")
+	})
+	return mux
+}
+
 // parseGuardFlags parses and checks the guard's flags; a code of -1 means
 // go on.
 func parseGuardFlags(o out, args []string) (guardFlags, int) {
@@ -121,6 +150,7 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	fl.StringArrayVar(&f.autoUnder, "auto-under", nil, "")
 	fl.StringVar(&f.metricsFile, "metrics-file", "", "")
 	fl.DurationVar(&f.metricsEvery, "metrics-every", 15*time.Second, "")
+	fl.StringVar(&f.health, "health", "", "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.flagError("", err)
@@ -140,6 +170,13 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 		if !filepath.IsAbs(d) {
 			o.errorf("--auto-under %q is not absolute", d)
 			o.hintf("give the full path of the directory, for example --auto-under %s", mustAbs(d))
+			return f, exitUsage
+		}
+	}
+	if f.health != "" {
+		if _, _, err := net.SplitHostPort(f.health); err != nil {
+			o.errorf("--health %q: %v", f.health, err)
+			o.hintf("give a host and a port, for example --health 0.0.0.0:9479 (a Kubernetes liveness probe) or --health 127.0.0.1:9479")
 			return f, exitUsage
 		}
 	}
@@ -219,5 +256,8 @@ Options:
                         (node_exporter's textfile collector), written
                         atomically
         --metrics-every D  how often (default 15s; 5s to 1h)
+        --health ADDR   answer GET /healthz on ADDR (host:port): 200
+                        while the guard's heartbeat is fresh, for a
+                        liveness probe that does not exec (Kubernetes)
     -h, --help          this text
 `

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"math/rand"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -315,5 +317,40 @@ func TestGuardNotifiesSystemd(t *testing.T) {
 		if got != "WATCHDOG=1" {
 			t.Fatalf("notification %q while stopping, want STOPPING=1", got)
 		}
+	}
+}
+
+// --health answers a liveness probe that does not exec: GET /healthz is
+// 200 "armed" while the guard's heartbeat is fresh.
+func TestGuardHealthEndpoint(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard's harness cgroup")
+	}
+	bin := buildFreeze(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", dir, "--health", addr}})
+	waitFor(t, g, "freeze: guard: armed", 60*time.Second)
+	client := &http.Client{Timeout: 5 * time.Second}
+	var code int
+	var body string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Get("http://" + addr + "/healthz")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, body = resp.StatusCode, string(b)
+		break
+	}
+	if code != http.StatusOK || strings.TrimSpace(body) != "armed" {
+		t.Fatalf("GET /healthz: %d %q; stderr:\n%s", code, body, g.Stderr())
 	}
 }

@@ -115,6 +115,7 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 		list = list[:top]
 	}
 	for i := range list {
+		list[i].Owners = owners(fs, list[i], b)
 		if list[i].Suspect {
 			list[i].Command = command(fs, &list[i], b)
 		}
@@ -232,24 +233,86 @@ func command(fs proc.FS, row *Row, procs map[int]snap) string {
 	cmd := "freeze --path " + match.ShellQuote(path)
 	base := filepath.Base(path)
 	if match.IsInterpreter(base) {
-		for pid, s := range procs {
-			if s.id != key {
-				continue
-			}
-			b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/cmdline")
-			if err != nil {
-				continue
-			}
-			args := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
-			for _, a := range args[1:] {
-				if len(a) > 0 && a[0] != '-' {
-					return cmd + " --arg " + match.ShellQuote(string(a))
-				}
-			}
+		script, share := script(fs, key, procs)
+		if script == "" {
+			row.Reasons += "; no one script runs in most of its processes: name the one to stop with --arg"
+			return cmd + " --arg SCRIPT"
 		}
-		return cmd + " --arg SCRIPT"
+		if share < 1 {
+			row.Reasons += fmt.Sprintf("; %.0f%% of its processes run %s", 100*share, match.ShellQuote(script))
+		}
+		return cmd + " --arg " + match.ShellQuote(script)
 	}
 	return cmd
+}
+
+// scriptsRead bounds the command lines a census reads for one row.
+const scriptsRead = 200
+
+// script is the first argument (not a flag) that most of an
+// interpreter's processes share, and its share; "" when no argument is
+// shared by more than half: an --arg taken from one process of a
+// row that runs many scripts would stop one and leave the chain (#24).
+func script(fs proc.FS, key rowKey, procs map[int]snap) (string, float64) {
+	counts := map[string]int{}
+	read := 0
+	for pid, s := range procs {
+		if s.id != key || read == scriptsRead {
+			continue
+		}
+		b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			continue
+		}
+		read++
+		for _, a := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})[1:] {
+			if len(a) > 0 && a[0] != '-' {
+				counts[string(a)]++
+				break
+			}
+		}
+	}
+	best, n := "", 0
+	for a, c := range counts {
+		if c > n || c == n && a < best {
+			best, n = a, c
+		}
+	}
+	if read == 0 || 2*n <= read {
+		return "", 0
+	}
+	return best, float64(n) / float64(read)
+}
+
+// owners says whose processes a row's are, by user id, most first (the
+// owner of /proc/PID is the process's effective user).
+func owners(fs proc.FS, row Row, procs map[int]snap) string {
+	key := rowKey{row.Exe, row.Dev, row.Ino}
+	by := map[uint32]int{}
+	for pid, s := range procs {
+		if s.id != key {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(fs.Root+"/"+strconv.Itoa(pid), &st) == nil {
+			by[st.Uid]++
+		}
+	}
+	uids := make([]uint32, 0, len(by))
+	for u := range by {
+		uids = append(uids, u)
+	}
+	sort.Slice(uids, func(i, j int) bool {
+		if by[uids[i]] != by[uids[j]] {
+			return by[uids[i]] > by[uids[j]]
+		}
+		return uids[i] < uids[j]
+	})
+	var parts []string
+	for _, u := range uids {
+		parts = append(parts, fmt.Sprintf("uid %d x%d", u, by[u]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func pidLine(fs proc.FS, procs int) string {

@@ -1,9 +1,11 @@
 package census
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +194,65 @@ func TestCensusLeavesQuietWorkAlone(t *testing.T) {
 	}
 	if !strings.HasPrefix(r.Verdict, "load ") || !strings.Contains(r.PidLine, "pid_max") {
 		t.Fatalf("verdict %q pid line %q", r.Verdict, r.PidLine)
+	}
+}
+
+// --arg is suggested only for the script most of an interpreter's
+// processes run, never from whichever process was read first; and a
+// row says whose processes it holds. Real shells, copies in the test's
+// own cache, under the harness's cap.
+func TestScriptByMajorityAndOwners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the harness's pids cgroup")
+	}
+	for _, tc := range []struct {
+		name    string
+		scripts []string
+		want    string
+	}{
+		{"majority", []string{"a.sh", "a.sh", "a.sh", "b.sh"}, "a.sh"},
+		{"none", []string{"a.sh", "a.sh", "b.sh", "b.sh"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "cache")
+			os.Mkdir(dir, 0o755)
+			for _, s := range []string{"a.sh", "b.sh"} {
+				os.WriteFile(filepath.Join(dir, s), []byte("sleep 60\n"), 0o644)
+			}
+			sh := filepath.Join(dir, "sh")
+			var line []string
+			for _, s := range tc.scripts {
+				line = append(line, sh+" "+filepath.Join(dir, s)+" &")
+			}
+			c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 120 * time.Second, Dir: dir,
+				Command: []string{"/bin/sh", "-c", strings.Join(line, " ") + " wait"}})
+			var snaps map[int]snap
+			var key rowKey
+			for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				snaps = take(proc.Default)
+				n := 0
+				for _, s := range snaps {
+					if s.exe == c.Path {
+						n++
+						key = s.id
+					}
+				}
+				if n == len(tc.scripts)+1 {
+					break
+				}
+			}
+			got, share := script(proc.Default, key, snaps)
+			want := tc.want
+			if want != "" {
+				want = filepath.Join(dir, want)
+			}
+			if got != want || (want != "" && share <= 0.5) {
+				t.Errorf("script %q (share %.2f), want %q", got, share, want)
+			}
+			row := Row{Exe: key.exe, Dev: key.dev, Ino: key.ino}
+			if o := owners(proc.Default, row, snaps); o != fmt.Sprintf("uid 0 x%d", len(tc.scripts)+1) {
+				t.Errorf("owners %q, want uid 0 x%d", o, len(tc.scripts)+1)
+			}
+		})
 	}
 }

@@ -76,8 +76,12 @@ type Row struct {
 	Suspect    bool    `json:"suspect"`
 	Reasons    string  `json:"reasons,omitempty"`
 	Command    string  `json:"command,omitempty"` // the freeze command, for a suspect whose path is its file
-	Dev        uint64  `json:"dev,omitempty"`     // the executable's identity, as stat(2) of /proc/PID/exe gives it
-	Ino        uint64  `json:"ino,omitempty"`
+	// Owners are the users whose processes these are, most first
+	// ("1000 x340, 0 x2"): whose chain it is, and whether freeze, run by
+	// that user, could see all of it.
+	Owners string `json:"owners,omitempty"`
+	Dev    uint64 `json:"dev,omitempty"` // the executable's identity, as stat(2) of /proc/PID/exe gives it
+	Ino    uint64 `json:"ino,omitempty"`
 }
 
 // Thresholds of Suspect; named so the table test and the help agree.

@@ -96,7 +96,7 @@ func Supports() (lines []string, use freeze.Method) {
 	for _, s := range freeze.Probe("") {
 		lines = append(lines, fmt.Sprintf("method %s: %s (%s)", s.Method, yesNo(s.OK), s.Why))
 		for _, k := range s.Kinds[min(1, len(s.Kinds)):] {
-			lines = append(lines, fmt.Sprintf("  BPF %s: %s (%s)", k.Name, ifElse(k.OK, "loads", "refused"), k.Why))
+			lines = append(lines, fmt.Sprintf("  BPF %s: %s (%s)", k.Name, k.Says(), k.Why))
 		}
 		if s.OK && use == "" {
 			use = s.Method

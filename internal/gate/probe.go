@@ -18,6 +18,16 @@ type Kind struct {
 	Why  string
 }
 
+// Says is whether the kind loads, in the words the dry run and the drill
+// print: a kind that does not load is a fact of this kernel (a stronger
+// form freeze does without), not a failure of the run.
+func (k Kind) Says() string {
+	if k.OK {
+		return "loads"
+	}
+	return "does not load here"
+}
+
 // probed are the gate's programs in the order the probe reports them,
 // each with what it is for.
 var probed = []struct{ name, role string }{

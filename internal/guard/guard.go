@@ -19,8 +19,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,8 +39,13 @@ const (
 	AskName    = "ask"        // the FIFO: one request per line
 	SocketName = "guard.sock" // the socket 'freeze --path' hands over to
 	LogName    = "guard.log"  // one JSON line per start, request and census
-	lockName   = "guard.lock" // one guard per run directory
-	stateName  = "guard.state"
+	// HeartbeatName holds the time (Unix seconds) the guard last said it
+	// is alive, every HeartbeatEvery: a FIFO left by a guard killed
+	// outright has a stale heartbeat, or none. Read with builtins only:
+	//   read -r beat < /run/freeze/heartbeat; printf -v now '%(%s)T' -1; echo $((now - beat))
+	HeartbeatName = "heartbeat"
+	lockName      = "guard.lock" // one guard per run directory
+	stateName     = "guard.state"
 )
 
 // queueLen bounds the requests waiting for the worker: beyond it a
@@ -86,16 +93,17 @@ type Config struct {
 
 // Guard is an armed guard.
 type Guard struct {
-	c       Config
-	lock    *os.File
-	fifo    *os.File
-	ln      *net.UnixListener
-	log     *os.File
-	logMu   sync.Mutex
-	queue   chan request
-	uid     int
-	stats   stats
-	Unclean bool // the previous guard of this directory did not stop cleanly
+	c        Config
+	lock     *os.File
+	fifo     *os.File
+	ln       *net.UnixListener
+	log      *os.File
+	logMu    sync.Mutex
+	queue    chan request
+	uid      int
+	stats    stats
+	Unclean  bool         // the previous guard of this directory did not stop cleanly
+	lastBeat atomic.Int64 // Unix nanoseconds of the last heartbeat
 	// Starts and UncleanStarts count the ledger's entries, this one
 	// included.
 	Starts, UncleanStarts int
@@ -214,6 +222,7 @@ func (g *Guard) Close() error {
 		g.fifo.Close()
 		os.Remove(g.fifo.Name())
 	}
+	os.Remove(filepath.Join(g.c.RunDir, HeartbeatName))
 	if g.lock != nil {
 		os.WriteFile(filepath.Join(g.c.RunDir, stateName), []byte(fmt.Sprintf("stopped %d\n", os.Getpid())), 0o600)
 		g.record(map[string]any{"event": "stop", "pid": os.Getpid()})
@@ -230,6 +239,7 @@ func (g *Guard) Close() error {
 func (g *Guard) Serve(stop <-chan struct{}) {
 	go g.readFIFO()
 	go g.accept()
+	go g.heartbeat(stop)
 	if g.c.Auto != nil {
 		go g.watch(g.c.Auto, stop)
 	}
@@ -241,6 +251,40 @@ func (g *Guard) Serve(stop <-chan struct{}) {
 			g.handle(r)
 		}
 	}
+}
+
+// HeartbeatEvery is how often the guard writes its heartbeat.
+const HeartbeatEvery = 5 * time.Second
+
+// heartbeat writes the time to HeartbeatName now and every
+// HeartbeatEvery until stop, whole (written, then renamed).
+func (g *Guard) heartbeat(stop <-chan struct{}) {
+	path := filepath.Join(g.c.RunDir, HeartbeatName)
+	beat := func() {
+		g.lastBeat.Store(time.Now().UnixNano())
+		tmp := path + ".tmp"
+		if os.WriteFile(tmp, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o600) == nil {
+			os.Rename(tmp, path)
+		}
+	}
+	beat()
+	t := time.NewTicker(HeartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			beat()
+		}
+	}
+}
+
+// Alive reports whether the guard's heartbeat is younger than three of
+// its periods: what a liveness probe asks.
+func (g *Guard) Alive() bool {
+	last := g.lastBeat.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < 3*HeartbeatEvery
 }
 
 // enqueue queues r, or refuses it when the queue is full.

@@ -138,3 +138,24 @@ func readLog(t *testing.T, dir string) []map[string]any {
 	}
 	return out
 }
+
+// A serving guard keeps a heartbeat (the time, in Unix seconds) that the
+// runbook reads with builtins; a guard that stops cleanly removes it.
+func TestHeartbeat(t *testing.T) {
+	a := arm(t)
+	path := filepath.Join(a.dir, HeartbeatName)
+	var beat int64
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil {
+			fmt.Sscan(string(b), &beat)
+			break
+		}
+	}
+	if now := time.Now().Unix(); beat < now-2 || beat > now {
+		t.Fatalf("heartbeat %d, now %d", beat, now)
+	}
+	a.g.Close()
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("the heartbeat outlived a clean stop")
+	}
+}

@@ -128,7 +128,7 @@ func (r *run) dryRun() error {
 	for _, s := range r.out.Support {
 		r.rec.Record(timeline.StageFreeze, timeline.StepDryRunMethod, fmt.Sprintf("%s: %s (%s)", s.Method, yesNo(s.OK), s.Why), timeline.F{"method": string(s.Method), "ok": s.OK, "why": s.Why})
 		for _, k := range s.Kinds {
-			r.rec.Record(timeline.StageFreeze, timeline.StepDryRunGate, fmt.Sprintf("BPF %s: %s (%s)", k.Name, loads(k.OK), k.Why), timeline.F{"kind": k.Name, "ok": k.OK, "why": k.Why})
+			r.rec.Record(timeline.StageFreeze, timeline.StepDryRunGate, fmt.Sprintf("BPF %s: %s (%s)", k.Name, k.Says(), k.Why), timeline.F{"kind": k.Name, "ok": k.OK, "why": k.Why})
 		}
 	}
 	r.rec.Record(timeline.StageRecord, timeline.StepDryRun, "dry run: nothing was changed", nil)
@@ -342,13 +342,6 @@ func removeGroup(g freeze.Group) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func loads(ok bool) string {
-	if ok {
-		return "loads"
-	}
-	return "does not load here"
 }
 
 func yesNo(b bool) string {

@@ -13,10 +13,16 @@ type ChartPoint struct {
 	N     int
 }
 
-// Chart reads a run's points off its record, in order.
+// Chart reads a run's points off its record, in order, timed from the
+// run's own start (a drill records its set-up before it).
 func Chart(events []Event) []ChartPoint {
 	var out []ChartPoint
+	start := 0.0
 	for _, e := range events {
+		if e.Step == StepStart {
+			start = e.ElapsedMS
+		}
+		e.ElapsedMS -= start
 		switch e.Step {
 		case StepMatch:
 			var m Matched
