@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +72,82 @@ func TestDrillContainsItsChainAndLeavesNothing(t *testing.T) {
 			os.Remove(tl)
 		})
 	}
+}
+
+// A drill ended by SIGTERM while its chain grows, or by SIGPIPE (its
+// output piped to a reader that quits once the chain has started), still
+// removes its chain and its directory. On 695337f a drill piped to
+// 'head -8' died of SIGPIPE in its set-up and left 600 tasks running
+// until their deadline, and its cgroup.
+func TestDrillEndedInItsSetUpLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the drill's chain is capped by a pids cgroup")
+	}
+	bin := buildFreeze(t)
+	for _, how := range []string{"sigterm", "sigpipe"} {
+		t.Run(how, func(t *testing.T) {
+			tmp := filepath.Join(t.TempDir(), "drill-tmp")
+			if err := os.Mkdir(tmp, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tl := filepath.Join(t.TempDir(), "d.jsonl")
+			// A line grows a hop every 100 ms: 30 s of set-up to signal in.
+			cmd := []string{bin, "drill", "--shape", "line", "--size", "300", "--timeline", tl}
+			if how == "sigpipe" {
+				cmd = []string{"/bin/sh", "-c", bin + " drill --size 300 --timeline " + tl + " 2>&1 | sed '/drill: started a/q'"}
+			}
+			c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Env: []string{"TMPDIR=" + tmp}, Cap: 2500, HopCap: 1, Timeout: 150 * time.Second, Command: cmd})
+			var fixture string
+			for end := time.Now().Add(60 * time.Second); fixture == "" && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+					fixture = filepath.Join(tmp, ents[0].Name(), "cache", "runaway")
+				}
+			}
+			if fixture == "" {
+				t.Fatalf("the drill made no directory in %s; stderr:\n%s", tmp, c.Stderr())
+			}
+			if how == "sigterm" {
+				waitFor(t, c, "drill: started a", 60*time.Second)
+				if err := syscall.Kill(c.Leader, syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, ok := c.Exit(120 * time.Second); !ok {
+				t.Fatalf("the drill did not end; stderr:\n%s", c.Stderr())
+			}
+			// Its chain runs from the fixture (in a cgroup nested in the
+			// harness's): none may be left, by either count.
+			for end := time.Now().Add(cleanupGrace); ; time.Sleep(50 * time.Millisecond) {
+				n := runningExe(fixture)
+				if n == 0 && len(c.Survivors()) == 0 {
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatalf("%d processes run %s (%d in the harness's group) after the drill ended; stderr:\n%s", n, fixture, len(c.Survivors()), c.Stderr())
+				}
+			}
+			if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+				t.Errorf("the drill left %s in its temporary directory", ents[0].Name())
+			}
+		})
+	}
+}
+
+// cleanupGrace is how long the kernel gets to finish exits the drill's
+// cleanup started.
+const cleanupGrace = 10 * time.Second
+
+// runningExe counts live processes whose exe link reads path (or path,
+// deleted).
+func runningExe(path string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil && strings.TrimSuffix(l, " (deleted)") == path {
+			n++
+		}
+	}
+	return n
 }
 
 // The census names a growing chain as the top suspect, and its command,

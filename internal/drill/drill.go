@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -113,6 +114,17 @@ func Supports() (lines []string, use freeze.Method) {
 
 // Run runs a drill. rec records the incident part; say prints a line.
 func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err error) {
+	// A drill ended by a signal before its run (Ctrl-C during the set-up,
+	// or its output piped to head, which closes the pipe) still removes
+	// its chain: SIGPIPE is ignored (a write then fails instead of
+	// killing the drill), and SIGINT, SIGTERM and SIGHUP end the set-up
+	// through the same cleanup as a drill that finished. Before, such a
+	// drill died with its chain running until the chain's own deadline,
+	// and its cgroup stayed.
+	signal.Ignore(syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	rep.Root = os.Geteuid() == 0
 	rep.Support, rep.WouldUse = Supports()
 	for _, l := range rep.Support {
@@ -152,7 +164,11 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	}
 	rep.Cap = ch.capDesc
 	say(fmt.Sprintf("drill: started a %s chain from %s, capped by %s", c.Shape, ch.path, ch.capDesc))
-	rep.Reached = ch.waitPopulation(c.Size, growDeadline)
+	var sig os.Signal
+	rep.Reached, sig = ch.waitPopulation(c.Size, growDeadline, sigs)
+	if sig != nil {
+		return rep, fmt.Errorf("drill: %v during the set-up: its chain is removed, nothing was practised", sig)
+	}
 	say(fmt.Sprintf("drill: the chain holds %d processes (size %d); starting the stop order by exact path", rep.Reached, c.Size))
 
 	tg, err := match.Resolve(ch.path)
@@ -291,14 +307,18 @@ func (c *chain) makeCap(size int) error {
 	return nil
 }
 
-func (c *chain) waitPopulation(n int, within time.Duration) int {
+func (c *chain) waitPopulation(n int, within time.Duration, sigs <-chan os.Signal) (int, os.Signal) {
 	end := time.Now().Add(within)
 	for {
 		p := len(c.live())
 		if p >= n || time.Now().After(end) {
-			return p
+			return p, nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case s := <-sigs:
+			return p, s
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
