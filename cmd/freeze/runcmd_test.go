@@ -337,6 +337,51 @@ func TestRunNestedInsideAnotherRun(t *testing.T) {
 	}
 }
 
+// Inside a container: a cgroup namespace rooted at the harness's group,
+// with a tmpfs at /sys/fs/cgroup and the pids and v2 hierarchies mounted
+// again on it, as a container runtime mounts them (unshare --cgroup
+// --mount). freeze run there sees
+// its own group as "/", nests its group in it, and a fork bomb under
+// --max-procs 64 ends as it does outside: the cap fired, zero, nothing
+// left; and the harness's cap, outside the namespace, held over it all.
+func TestRunInsideAContainer(t *testing.T) {
+	nestsInHarness(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare (util-linux) to make the container's namespaces")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
+		t.Skip("no v1 pids hierarchy to mount again inside the namespace (this test is written for a hybrid host)")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	bash := copyTool(t, dir, "bash")
+	report := filepath.Join(dir, "report.json")
+	// The mounts live in the new mount namespace only, and go with it.
+	inner := "mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/pids /sys/fs/cgroup/unified && " +
+		"mount -t cgroup -o pids pids /sys/fs/cgroup/pids && mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified && " +
+		"exec " + bin + " run --max-procs 64 --wait-delay 2s --report " + report + " -t " + filepath.Join(dir, "run.jsonl") + " -- " + bash + " -c ':(){ :|:& };:'"
+	c, code := runUnder(t, []string{"/usr/bin/unshare", "--cgroup", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", inner}, 60*time.Second)
+	if code != exitRunCapHit {
+		t.Fatalf("exit %d, want %d (the cap fired); stderr:\n%s", code, exitRunCapHit, c.Stderr())
+	}
+	var r runJSON
+	b, err := os.ReadFile(report)
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	// Inside the namespace freeze's own group is the root, so its group
+	// is a top-level one there: /sys/fs/cgroup/pids/freeze-run-...
+	if err != nil || r.Cap != "cgroup1" || !r.Zero || r.Refused == 0 || filepath.Dir(r.Group) != "/sys/fs/cgroup/pids" {
+		t.Fatalf("report %+v (%v): want the cgroup1 cap at the namespace's root, zero, forks refused", r, err)
+	}
+	if left := running(t, bash); len(left) > 0 {
+		t.Fatalf("%d processes of the bomb alive after freeze run returned", len(left))
+	}
+	if n := len(c.Survivors()); n > 0 {
+		t.Fatalf("%d processes left in the harness's group", n)
+	}
+}
+
 // killedRun starts freeze run -- SLEEP 60 with its state in state, kills
 // freeze with SIGKILL, and checks that the sleep outlived it.
 func killedRun(t *testing.T, bin, sleep, state string) {

@@ -268,16 +268,7 @@ func (g *Guard) heartbeat(stop <-chan struct{}) {
 		}
 	}
 	beat()
-	t := time.NewTicker(HeartbeatEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			beat()
-		}
-	}
+	every(HeartbeatEvery, stop, beat)
 }
 
 // Alive reports whether the guard's heartbeat is younger than three of

@@ -54,14 +54,20 @@ func (n *Notifier) Watchdog(stop <-chan struct{}) {
 	if n == nil || n.every == 0 {
 		return
 	}
-	t := time.NewTicker(n.every)
+	every(n.every, stop, func() { n.Send("WATCHDOG=1") })
+}
+
+// every calls f every d until stop is closed: the guard's periodic work
+// (the heartbeat, the watchdog, the automatic mode's look).
+func every(d time.Duration, stop <-chan struct{}, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-			n.Send("WATCHDOG=1")
+			f()
 		}
 	}
 }
