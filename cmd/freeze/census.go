@@ -132,7 +132,7 @@ func printCensus(o out, r *census.Report) {
 				fmt.Fprintln(w, "\nsuspects:")
 			}
 			suspects++
-			fmt.Fprintf(w, "  %s: %s; processes of %s\n", match.OneLine(filepath.Base(row.Exe)), row.Reasons, dashIfNone(row.Owners))
+			fmt.Fprintf(w, "  %s: %s; processes of %s\n", match.OneLine(filepath.Base(row.Exe)), row.Reasons, timeline.Dash(row.Owners))
 		}
 	}
 	if suspects == 0 {
@@ -164,11 +164,4 @@ func age(s float64) string {
 		return fmt.Sprintf("%.0fm", s/60)
 	}
 	return fmt.Sprintf("%.0fs", s)
-}
-
-func dashIfNone(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -31,7 +31,7 @@ func TestPathOfADeletedBinary(t *testing.T) {
 	// Wait for three processes that run the copy, not for four tasks: a
 	// forked shell that has not exec'd yet counts as a task, and deleting
 	// the cache under it left 2 matched in CI.
-	for end := time.Now().Add(20 * time.Second); runningFrom(c.Survivors(), sleep) < 3 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); runningExe(sleep) < 3 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 	}
 	if err := os.RemoveAll(cache); err != nil {
 		t.Fatal(err)
@@ -45,17 +45,6 @@ func TestPathOfADeletedBinary(t *testing.T) {
 	if n := c.Members(); n > 1 {
 		t.Fatalf("%d members of the harness's group alive, want the shell alone (or none)", n)
 	}
-}
-
-// runningFrom counts the pids whose executable is path.
-func runningFrom(pids []int, path string) int {
-	n := 0
-	for _, pid := range pids {
-		if exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err == nil && exe == path {
-			n++
-		}
-	}
-	return n
 }
 
 // A dry run lists the processes a run would act on, and names a process
@@ -73,7 +62,7 @@ func TestDryRunListsTheSetAndLookAlikes(t *testing.T) {
 	// The harness runs its own copy of sleep, in its test cache.
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 20, HopCap: 1, Timeout: 120 * time.Second, Command: []string{"/bin/sleep", "60"}})
 	running := c.Path
-	for end := time.Now().Add(20 * time.Second); runningFrom(c.Survivors(), running) < 1 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); runningExe(running) < 1 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 	}
 	dry := func(path string) string {
 		r := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 120 * time.Second,
@@ -89,7 +78,7 @@ func TestDryRunListsTheSetAndLookAlikes(t *testing.T) {
 	if out := dry(idle); !strings.Contains(out, "not matched: sleep also runs as "+running+" (1 process), a different file: left alone") {
 		t.Errorf("the dry run of %s does not name the look-alike at %s:\n%s", idle, running, out)
 	}
-	if n := runningFrom(c.Survivors(), running); n != 1 {
+	if n := runningExe(running); n != 1 {
 		t.Errorf("%d processes run %s after two dry runs, want the 1 it started", n, running)
 	}
 }

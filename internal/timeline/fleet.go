@@ -372,8 +372,8 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 		if r.Exit >= 0 {
 			exit = fmt.Sprint(r.Exit)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), r.Outcome, dash(r.Method), r.Matched, zero,
-			r.Survivors, exit, cell(dash(r.Hostname)), cell(dash(r.Kernel)), dash(r.Started))
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), r.Outcome, Dash(r.Method), r.Matched, zero,
+			r.Survivors, exit, cell(Dash(r.Hostname)), cell(Dash(r.Kernel)), Dash(r.Started))
 	}
 	zeroBars(w, runs)
 	fmt.Fprintln(w, "\n## Hosts that need attention")
@@ -403,13 +403,6 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 		}
 	}
 	return nil
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // cell keeps a value from breaking a markdown table row.

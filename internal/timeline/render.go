@@ -92,7 +92,7 @@ func (r renderer) header(events []Event) {
 			fmt.Fprintf(r.w, "\nCommand: %s\n", oneLine(line))
 		}
 		if start.Host != "" || start.Version != "" {
-			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Host: %s, kernel %s; %s", dashIfEmpty(start.Host), dashIfEmpty(start.Kernel), start.Version)))
+			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Host: %s, kernel %s; %s", Dash(start.Host), Dash(start.Kernel), start.Version)))
 		}
 	}
 	r.heading("Outcome")
@@ -187,7 +187,9 @@ func outcome(events []Event) string {
 	return "Unknown: the timeline ends before an outcome."
 }
 
-func dashIfEmpty(s string) string {
+// Dash is s, or "-" for an empty value: how a table or a line shows a
+// value the record does not have.
+func Dash(s string) string {
 	if s == "" {
 		return "-"
 	}
