@@ -280,80 +280,100 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 		return spec, exitUsage
 	}
 	for _, p := range f.paths {
-		t, err := match.Resolve(p)
-		switch {
-		case errors.Is(err, match.ErrRelative):
-			o.errorf("--path %q is not absolute", p)
-			if !sayRunning(o, p) {
-				o.hintf("give the full path, for example --path %s", match.ShellQuote(mustAbs(p)))
-			}
-			return spec, exitUsage
-		case errors.Is(err, fs.ErrNotExist):
-			// The test cache removed under its chain: the file is gone,
-			// and its processes still run it.
-			d, others, derr := match.ResolveDeleted(proc.Default, p)
-			if derr != nil {
-				o.errorf("--path %s: no such file, and no live process runs a deleted file of that name", p)
-				if !sayRunning(o, p) {
-					o.hintf("check the path with ls -l %s; 'freeze census' shows what runs most", match.ShellQuote(p))
-				}
-				return spec, exitUsage
-			}
-			o.sayf("--path %s was deleted: matching the file its processes still run (device %d, inode %d)", p, d.File.Dev, d.File.Ino)
-			if others > 0 {
-				o.warnf("%d other processes run an older deleted file of that path: not matched; run freeze again for them", others)
-			}
-			t, err = d, nil
-		case errors.Is(err, match.ErrNotRegular):
-			o.errorf("--path %v", err)
-			o.hintf("to match everything run from a directory, use --under %s", match.ShellQuote(p))
-			return spec, exitUsage
-		case err != nil:
-			o.errorf("--path %s: %v", p, err)
-			return spec, exitUsage
-		}
-		if t.Symlink {
-			o.sayf("--path %s is a symlink: matching the file it points to, %s", p, t.Path)
-		}
-		if r := match.Refuse(proc.Default, t, len(f.args) > 0, f.force); r != nil {
-			o.errorf("refused: %s", r.Rule)
-			o.hintf("%s", r.Hint)
-			return spec, exitRefused
+		t, code := f.pathTarget(o, p)
+		if code != 0 {
+			return spec, code
 		}
 		spec.Targets = append(spec.Targets, t)
 	}
 	for _, d := range f.under {
-		if !filepath.IsAbs(d) {
-			o.errorf("--under %q is not absolute", d)
-			o.hintf("give the full path, for example --under %s", match.ShellQuote(mustAbs(d)))
-			return spec, exitUsage
-		}
-		// Resolved, as a process's exe link reads: a symlinked --under
-		// (current -> build-123) matched nothing before, and the
-		// refusal below judged the unresolved text
-		// (/proc/self/root/usr/bin passed it).
-		real, err := filepath.EvalSymlinks(d)
-		if err != nil {
-			o.errorf("--under %s: %v", d, err)
-			o.hintf("name the directory that holds the runaway executables")
-			return spec, exitUsage
-		}
-		if st, err := os.Stat(real); err != nil || !st.IsDir() {
-			o.errorf("--under %s: not a directory", d)
-			return spec, exitUsage
-		}
-		if real != filepath.Clean(d) {
-			o.sayf("--under %s is a symlink to %s: matching %s", d, real, real)
-		}
-		if freeze.SystemDir(real) && !f.force {
-			o.errorf("refused: --under %s would match the machine's own programs", real)
-			o.hintf("name the test cache that holds the chain, such as --under /tmp/TestX/cache, or add --force")
-			return spec, exitRefused
+		real, code := f.underDir(o, d)
+		if code != 0 {
+			return spec, code
 		}
 		spec.Under = append(spec.Under, real)
 	}
 	spec.Args, spec.NoDescendants = f.args, f.noDesc
 	return spec, 0
+}
+
+// pathTarget resolves one --path to the file it names (or, deleted, the
+// file its processes still run) and applies the refusals.
+func (f stopFlags) pathTarget(o out, p string) (match.Target, int) {
+	t, err := match.Resolve(p)
+	switch {
+	case errors.Is(err, match.ErrRelative):
+		o.errorf("--path %q is not absolute", p)
+		if !sayRunning(o, p) {
+			o.hintf("give the full path, for example --path %s", match.ShellQuote(mustAbs(p)))
+		}
+		return t, exitUsage
+	case errors.Is(err, fs.ErrNotExist):
+		// The test cache removed under its chain: the file is gone,
+		// and its processes still run it.
+		d, others, derr := match.ResolveDeleted(proc.Default, p)
+		if derr != nil {
+			o.errorf("--path %s: no such file, and no live process runs a deleted file of that name", p)
+			if !sayRunning(o, p) {
+				o.hintf("check the path with ls -l %s; 'freeze census' shows what runs most", match.ShellQuote(p))
+			}
+			return t, exitUsage
+		}
+		o.sayf("--path %s was deleted: matching the file its processes still run (device %d, inode %d)", p, d.File.Dev, d.File.Ino)
+		if others > 0 {
+			o.warnf("%d other processes run an older deleted file of that path: not matched; run freeze again for them", others)
+		}
+		t = d
+	case errors.Is(err, match.ErrNotRegular):
+		o.errorf("--path %v", err)
+		o.hintf("to match everything run from a directory, use --under %s", match.ShellQuote(p))
+		return t, exitUsage
+	case err != nil:
+		o.errorf("--path %s: %v", p, err)
+		return t, exitUsage
+	}
+	if t.Symlink {
+		o.sayf("--path %s is a symlink: matching the file it points to, %s", p, t.Path)
+	}
+	if r := match.Refuse(proc.Default, t, len(f.args) > 0, f.force); r != nil {
+		o.errorf("refused: %s", r.Rule)
+		o.hintf("%s", r.Hint)
+		return t, exitRefused
+	}
+	return t, 0
+}
+
+// underDir resolves one --under to the directory it names and applies
+// the refusal of the machine's own program directories.
+func (f stopFlags) underDir(o out, d string) (string, int) {
+	if !filepath.IsAbs(d) {
+		o.errorf("--under %q is not absolute", d)
+		o.hintf("give the full path, for example --under %s", match.ShellQuote(mustAbs(d)))
+		return "", exitUsage
+	}
+	// Resolved, as a process's exe link reads: a symlinked --under
+	// (current -> build-123) matched nothing before, and the
+	// refusal below judged the unresolved text
+	// (/proc/self/root/usr/bin passed it).
+	real, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		o.errorf("--under %s: %v", d, err)
+		o.hintf("name the directory that holds the runaway executables")
+		return "", exitUsage
+	}
+	if st, err := os.Stat(real); err != nil || !st.IsDir() {
+		o.errorf("--under %s: not a directory", d)
+		return "", exitUsage
+	}
+	if real != filepath.Clean(d) {
+		o.sayf("--under %s is a symlink to %s: matching %s", d, real, real)
+	}
+	if freeze.SystemDir(real) && !f.force {
+		o.errorf("refused: --under %s would match the machine's own programs", real)
+		o.hintf("name the test cache that holds the chain, such as --under /tmp/TestX/cache, or add --force")
+		return "", exitRefused
+	}
+	return real, 0
 }
 
 func mustAbs(p string) string {

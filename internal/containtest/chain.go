@@ -102,6 +102,30 @@ func (c *Chain) V2Dir() string { return c.v2dir }
 // one place.
 func Start(t testing.TB, s Spec) *Chain {
 	t.Helper()
+	s = checkSpec(t, s)
+	src, err := fixture()
+	if err != nil {
+		t.Skipf("containtest: %v", err)
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Chain{Path: filepath.Join(s.Dir, s.Name), Dir: s.Dir, t: t, exited: make(chan unix.WaitStatus, 1)}
+	leader := c.install(t, s, src)
+	rlimit := c.makeCap(t, s)
+	gateW := c.launch(t, s, leader)
+	defer gateW.Close()
+	c.confine(t, s, rlimit)
+	if _, err := gateW.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkSpec refuses a Spec without its literal bounds and fills in the
+// defaults.
+func checkSpec(t testing.TB, s Spec) Spec {
+	t.Helper()
 	reaper.Lock()
 	started := reaper.started
 	reaper.Unlock()
@@ -110,10 +134,6 @@ func Start(t testing.TB, s Spec) *Chain {
 	}
 	if s.Cap <= 0 || s.HopCap <= 0 || s.Timeout <= 0 {
 		t.Fatal("containtest: Spec needs Cap, HopCap and Timeout, as literals")
-	}
-	src, err := fixture()
-	if err != nil {
-		t.Skipf("containtest: %v", err)
 	}
 	if s.Shape == Run && len(s.Command) == 0 {
 		t.Fatal("containtest: Shape Run needs a Command")
@@ -130,10 +150,16 @@ func Start(t testing.TB, s Spec) *Chain {
 	if s.Dir == "" {
 		s.Dir = filepath.Join(t.TempDir(), "cache")
 	}
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
-		t.Fatal(err)
+	if s.Interval == 0 {
+		s.Interval = 100 * time.Millisecond
 	}
-	c := &Chain{Path: filepath.Join(s.Dir, s.Name), Dir: s.Dir, t: t, exited: make(chan unix.WaitStatus, 1)}
+	return s
+}
+
+// install copies the fixture (and a Run's program) into the chain's
+// directory and returns the path the leader starts from.
+func (c *Chain) install(t testing.TB, s Spec, src string) string {
+	t.Helper()
 	leader := c.Path
 	if s.Shape == Run {
 		// The fixture is the gate; it execs the copy of the program.
@@ -150,25 +176,31 @@ func Start(t testing.TB, s Spec) *Chain {
 		// test runs and waits for itself (freeze, say).
 		registerComm(s.Name)
 	}
+	return leader
+}
 
-	var rlimit *unix.Rlimit
+// makeCap makes the kernel's cap before anything starts: a pids group
+// as root, else the RLIMIT_NPROC it returns for the leader. No cap, no
+// chain: the test skips.
+func (c *Chain) makeCap(t testing.TB, s Spec) *unix.Rlimit {
+	t.Helper()
 	if os.Geteuid() == 0 {
+		var err error
 		c.cap, err = newPidsCap(fmt.Sprintf("containtest-%d-%s-%d", os.Getpid(), s.Name, seq.Add(1)), s.Cap)
 		if err != nil {
 			t.Skipf("containtest: not running a runaway chain uncapped: %v", err)
 		}
-	} else {
-		// RLIMIT_NPROC counts every process of the user (setrlimit(2)), so
-		// the cap sits just above what the user already runs.
-		n := userProcesses(os.Getuid())
-		rlimit = &unix.Rlimit{Cur: uint64(n + s.Cap), Max: uint64(n + s.Cap)}
+		return nil
 	}
+	// RLIMIT_NPROC counts every process of the user (setrlimit(2)), so
+	// the cap sits just above what the user already runs.
+	n := userProcesses(os.Getuid())
+	return &unix.Rlimit{Cur: uint64(n + s.Cap), Max: uint64(n + s.Cap)}
+}
 
-	interval := s.Interval
-	if interval == 0 {
-		interval = 100 * time.Millisecond
-	}
-	args := []string{"-g", "-s", string(s.Shape), "-i", strconv.FormatInt(interval.Microseconds(), 10),
+// fixtureArgs are the fixture's words for s.
+func (c *Chain) fixtureArgs(s Spec) []string {
+	args := []string{"-g", "-s", string(s.Shape), "-i", strconv.FormatInt(s.Interval.Microseconds(), 10),
 		"-H", strconv.Itoa(s.HopCap),
 		// The fixture's own lifetime: every process dies of SIGALRM a
 		// little after the harness's timeout, even if the harness is gone.
@@ -179,26 +211,35 @@ func Start(t testing.TB, s Spec) *Chain {
 	if s.Shape == Run {
 		args = append(append(args, "--", c.Path), s.Command[1:]...)
 	}
+	return args
+}
+
+// launch starts the leader in its own process group, held at its gate
+// (it reads one byte before it does anything), registered with the
+// reaper and with the test's cleanup. It returns the gate's write end.
+func (c *Chain) launch(t testing.TB, s Spec, leader string) *os.File {
+	t.Helper()
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gateR.Close()
-	defer gateW.Close()
 	c.stdout = filepath.Join(s.Dir, s.Name+".stdout")
 	c.stderr = filepath.Join(s.Dir, s.Name+".stderr")
 	outF, err := os.Create(c.stdout)
 	if err != nil {
+		gateW.Close()
 		t.Fatal(err)
 	}
 	defer outF.Close()
 	errF, err := os.Create(c.stderr)
 	if err != nil {
+		gateW.Close()
 		t.Fatal(err)
 	}
 	defer errF.Close()
 
-	cmd := exec.Command(leader, args...)
+	cmd := exec.Command(leader, c.fixtureArgs(s)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = gateR, outF, errF
 	cmd.Env = append(os.Environ(), s.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -213,6 +254,7 @@ func Start(t testing.TB, s Spec) *Chain {
 	}
 	if err := start(cmd); err != nil {
 		reaper.Unlock()
+		gateW.Close()
 		t.Fatal(err)
 	}
 	c.Leader = cmd.Process.Pid
@@ -220,7 +262,14 @@ func Start(t testing.TB, s Spec) *Chain {
 	reaper.Unlock()
 	cmd.Process.Release()
 	t.Cleanup(c.cleanup)
+	return gateW
+}
 
+// confine puts the gated leader under its cap (and its v2 group), checks
+// it runs at no raised class, and arms the harness's timeout.
+func (c *Chain) confine(t testing.TB, s Spec, rlimit *unix.Rlimit) {
+	t.Helper()
+	var err error
 	if c.cap != nil {
 		err = c.cap.add(c.Leader)
 	} else {
@@ -243,10 +292,6 @@ func Start(t testing.TB, s Spec) *Chain {
 		c.timedOut.Store(true)
 		c.Kill()
 	})
-	if _, err := gateW.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 var seq atomic.Int64

@@ -141,8 +141,7 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	if err != nil {
 		return rep, err
 	}
-	cache := filepath.Join(tmp, "cache")
-	ch := &chain{dir: tmp, path: filepath.Join(cache, "runaway")}
+	ch := &chain{dir: tmp, path: filepath.Join(tmp, "cache", "runaway")}
 	rep.FixturePath = ch.path
 	stopReap := reapChildren()
 	defer func() {
@@ -152,13 +151,9 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 			err = errors.New("the drill left things behind")
 		}
 	}()
-	if err := os.MkdirAll(cache, 0o755); err != nil {
+	if err := ch.install(self); err != nil {
 		return rep, err
 	}
-	if err := exefile.Copy(self, ch.path); err != nil {
-		return rep, err
-	}
-
 	if err := ch.start(c.Shape, c.Size); err != nil {
 		return rep, err
 	}
@@ -175,38 +170,52 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	if err != nil {
 		return rep, err
 	}
+	spec := match.Spec{Targets: []match.Target{tg}}
+	practise(c, spec, ch.path, rec, &rep)
+	rep.Leftovers = append(rep.Leftovers, ch.leftovers(spec, rep.Outcome.GatePrograms)...)
+	return rep, nil
+}
+
+// practise runs the stop order on the drill's chain, as an incident would
+// (or hands it to the guard c.Ask reaches), and records how it ended.
+func practise(c Config, spec match.Spec, path string, rec *timeline.Recorder, rep *Report) {
 	method := c.Method
 	if method == "" {
 		method = freeze.Auto
 	}
 	t0 := time.Now()
-	spec := match.Spec{Targets: []match.Target{tg}}
+	defer func() { rep.Incident = time.Since(t0) }()
 	if c.Ask != nil {
-		rep.Ended, rep.StopErr = askGuard(c, ch.path, method, &rep)
-	} else {
-		// The incident's own path, with the incident's refusals, lift,
-		// lock and record: the drill practises what an incident runs.
-		r := incident.RunOn(incident.Request{
-			Spec: spec, Method: method,
-			Limits:  incident.Limits{Rounds: incident.Defaults.Rounds, Timeout: c.Timeout, RoundWait: incident.Defaults.RoundWait},
-			Command: []string{"freeze", "--path", ch.path, "(drill)"},
-		}, rec, c.Out)
-		rep.Ended, rep.Outcome, rep.StopErr = r.Outcome, r.Stop, r.Err
-		if r.Outcome != timeline.StepZero && r.Err == nil {
-			rep.StopErr = fmt.Errorf("the run ended %s", r.Outcome)
-		}
+		rep.Ended, rep.StopErr = askGuard(c, path, method, rep)
+		return
 	}
-	rep.Incident = time.Since(t0)
-	if left := ch.live(); len(left) > 0 {
-		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("%d chain processes alive after the stop order: %v", len(left), head(left, 10)))
+	// The incident's own path, with the incident's refusals, lift,
+	// lock and record: the drill practises what an incident runs.
+	r := incident.RunOn(incident.Request{
+		Spec: spec, Method: method,
+		Limits:  incident.Limits{Rounds: incident.Defaults.Rounds, Timeout: c.Timeout, RoundWait: incident.Defaults.RoundWait},
+		Command: []string{"freeze", "--path", path, "(drill)"},
+	}, rec, c.Out)
+	rep.Ended, rep.Outcome, rep.StopErr = r.Outcome, r.Stop, r.Err
+	if r.Outcome != timeline.StepZero && r.Err == nil {
+		rep.StopErr = fmt.Errorf("the run ended %s", r.Outcome)
+	}
+}
+
+// leftovers says what the stop order left of the drill's chain: live
+// processes, freeze's groups, and gate programs still loaded.
+func (c *chain) leftovers(spec match.Spec, programs []uint32) []string {
+	var out []string
+	if left := c.live(); len(left) > 0 {
+		out = append(out, fmt.Sprintf("%d chain processes alive after the stop order: %v", len(left), head(left, 10)))
 	}
 	for _, dir := range freeze.GroupDirs(freeze.GroupName(spec)) {
-		rep.Leftovers = append(rep.Leftovers, "freeze group left: "+dir)
+		out = append(out, "freeze group left: "+dir)
 	}
-	for _, id := range gate.StillLoaded(rep.Outcome.GatePrograms, 5*time.Second) {
-		rep.Leftovers = append(rep.Leftovers, fmt.Sprintf("BPF program %d still loaded (bpftool prog show id %d)", id, id))
+	for _, id := range gate.StillLoaded(programs, 5*time.Second) {
+		out = append(out, fmt.Sprintf("BPF program %d still loaded (bpftool prog show id %d)", id, id))
 	}
-	return rep, nil
+	return out
 }
 
 // askGuard hands the stop order to a running guard: the request as an
@@ -233,6 +242,15 @@ type chain struct {
 	capDir    string // pids cgroup, when root
 	capDesc   string
 	leader    int
+}
+
+// install copies the drill's own binary to the chain's path, the
+// disposable executable the stop order matches.
+func (c *chain) install(self string) error {
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return err
+	}
+	return exefile.Copy(self, c.path)
 }
 
 func (c *chain) start(shape string, size int) error {
