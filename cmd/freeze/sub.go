@@ -74,12 +74,12 @@ var stepAnchor = regexp.MustCompile(`<a id="step-[0-9]+"></a>`)
 func runTimeline(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze timeline", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	ff := addFormat(fl, "timeline: ", "markdown", "text", "json")
+	ff := addFormat(fl, "timeline: ", "markdown", "text", "svg", "json")
 	fleet := fl.StringArray("fleet", nil, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("timeline: %v", err)
-		o.hintf("freeze timeline FILE [--format markdown|text|json], or freeze timeline --fleet DIR")
+		o.hintf("freeze timeline FILE [--format markdown|text|svg|json], or freeze timeline --fleet DIR")
 		return exitUsage
 	}
 	if *help {
@@ -95,7 +95,7 @@ func runTimeline(o out, args []string) int {
 	}
 	if fl.NArg() != 1 {
 		o.errorf("timeline: name one timeline file, or a directory with --fleet")
-		o.hintf("freeze timeline FILE [--format markdown|text|json]; freeze prints the path at the start and end of a run")
+		o.hintf("freeze timeline FILE [--format markdown|text|svg|json]; freeze prints the path at the start and end of a run")
 		return exitUsage
 	}
 	if st, err := os.Stat(fl.Arg(0)); err == nil && st.IsDir() {
@@ -152,12 +152,15 @@ func runFleet(o out, paths []string, format string) int {
 }
 
 const timelineUsage = `Usage:
-    freeze timeline FILE [--format markdown|text|json]
+    freeze timeline FILE [--format markdown|text|svg|json]
     freeze timeline --fleet DIR [--format markdown|json]
     freeze timeline FILE FILE... [--format markdown|json]
 
 Renders a run's timeline as a section for the postmortem. Freeze prints
-the timeline's path at the start and at the end of every run.
+the timeline's path at the start and at the end of every run. The
+section holds a picture of the chain over the run (a mermaid chart and
+text bars); --format svg writes that picture alone, as a file to attach:
+    freeze timeline FILE --format svg > chain.svg
 
 With --fleet (or several files), it renders one fleet postmortem: a
 table with one row per host (outcome, method, matched, time to zero,
@@ -169,7 +172,7 @@ timeline recorded. A fleet postmortem exits 1 when any host needs
 attention, 0 when none does.
 
 Options:
-    -f, --format FORMAT   markdown (default), text (one file only) or json
+    -f, --format FORMAT   markdown (default), text or svg (one file only), or json
         --json            the same as --format json
         --fleet DIR       a directory of collected timelines; repeatable
 `

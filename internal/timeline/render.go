@@ -29,9 +29,11 @@ func render(w io.Writer, events []Event, format string, level int) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(events)
+	case "svg":
+		return SVG(w, events)
 	case "markdown", "text":
 	default:
-		return fmt.Errorf("unknown format %q: use markdown, text or json", format)
+		return fmt.Errorf("unknown format %q: use markdown, text, svg or json", format)
 	}
 	if len(events) == 0 {
 		return fmt.Errorf("the timeline has no events")

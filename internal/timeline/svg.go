@@ -1,0 +1,142 @@
+package timeline
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"freeze/internal/match"
+)
+
+// The picture's size, in SVG user units (pixels at 100%).
+const (
+	svgWidth  = 760
+	svgHeight = 440
+	svgLeft   = 70 // room for the y axis's numbers
+	svgRight  = 20
+	svgTop    = 130 // the title, the host, the version, the command and the outcome
+	svgBottom = 64  // each bar's step and time
+)
+
+// SVG writes the picture of the chain over the run as one self-contained
+// SVG file: a bar per step (the match, each freeze round's set, those
+// alive at each kill round, zero), its count above it, its step and time
+// since the run's start below. A browser or any SVG viewer shows it, and
+// it attaches to a postmortem as a file.
+//
+// Every string a user controls (the command, the host) is written as
+// escaped character data: a command line holding "</text><script>" is
+// text in the picture, not markup.
+func SVG(w io.Writer, events []Event) error {
+	pts := Chart(events)
+	if len(pts) == 0 {
+		return fmt.Errorf("the timeline has no match, round or zero to draw: nothing ran past the start")
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		svgWidth, svgHeight, svgWidth, svgHeight)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, svgHeight)
+	svgTitle(&b, events)
+	most := 1
+	for _, p := range pts {
+		most = max(most, p.N)
+	}
+	svgAxes(&b, most)
+	svgBars(&b, pts, most)
+	b.WriteString("</svg>\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// svgTitle writes the picture's heading lines: what it shows, the host
+// and start, the command as it pastes back, and the outcome.
+func svgTitle(b *bytes.Buffer, events []Event) {
+	lines := []string{"Processes of the chain at each step"}
+	for _, e := range events {
+		// The run's start, wherever it is: a drill records its set-up
+		// before it.
+		var start Start
+		if e.Step != StepStart || e.Decode(&start) != nil {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s, kernel %s, %s", Dash(start.Host), Dash(start.Kernel), e.Time.UTC().Format(time.RFC3339)),
+			Dash(start.Version))
+		if len(start.Command) > 0 {
+			lines = append(lines, match.ShellJoin(start.Command))
+		}
+		break
+	}
+	lines = append(lines, outcome(events))
+	for i, l := range lines {
+		if i == 0 {
+			fmt.Fprintf(b, `<text x="%d" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", svgLeft, xmlText(l))
+			continue
+		}
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11">%s</text>`+"\n", svgLeft, 26+i*16, xmlText(clip(oneLine(l), 110)))
+	}
+}
+
+// svgAxes writes the y axis with three gridlines (0, half, the most) and
+// the x axis.
+func svgAxes(b *bytes.Buffer, most int) {
+	plotH := float64(svgHeight - svgTop - svgBottom)
+	for _, v := range []int{0, most / 2, most} {
+		y := float64(svgTop) + plotH - plotH*float64(v)/float64(most)
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#dddddd"/>`+"\n", svgLeft, y, svgWidth-svgRight, y)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n", svgLeft-6, y+4, v)
+	}
+	fmt.Fprintf(b, `<text x="14" y="%d" transform="rotate(-90 14 %d)" text-anchor="middle">processes</text>`+"\n",
+		svgTop+int(plotH)/2, svgTop+int(plotH)/2)
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333333"/>`+"\n", svgLeft, svgTop, svgLeft, svgHeight-svgBottom)
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333333"/>`+"\n", svgLeft, svgHeight-svgBottom, svgWidth-svgRight, svgHeight-svgBottom)
+}
+
+// svgBars writes one bar per point, evenly spaced (the steps of a run
+// are milliseconds apart, then a kill round's wait: to scale, most bars
+// would overlap). Freeze's steps are blue, kill rounds red, zero green.
+func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
+	plotW := float64(svgWidth - svgLeft - svgRight)
+	plotH := float64(svgHeight - svgTop - svgBottom)
+	slot := plotW / float64(len(pts))
+	barW := slot * 0.6
+	base := float64(svgHeight - svgBottom)
+	for i, p := range pts {
+		h := plotH * float64(p.N) / float64(most)
+		x := float64(svgLeft) + slot*float64(i) + (slot-barW)/2
+		mid := x + barW/2
+		color := "#4878a8"
+		switch {
+		case strings.HasPrefix(p.Label, "kill"):
+			color = "#c0504d"
+		case p.Label == "zero":
+			color = "#3a8a3a"
+		}
+		fmt.Fprintf(b, `<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s at %s: %d</title></rect>`+"\n",
+			x, base-h, barW, h, color, xmlText(p.Label), DurMS(p.AtMS), p.N)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%d</text>`+"\n", mid, base-h-5, color, p.N)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, xmlText(p.Label))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+34, DurMS(p.AtMS))
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start</text>`+"\n", svgWidth-svgRight, svgHeight-8)
+}
+
+// xmlText escapes s as XML character data; a byte that is not valid
+// UTF-8, or a control character XML cannot hold, is written as U+FFFD
+// by encoding/xml.
+func xmlText(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
