@@ -80,22 +80,13 @@ const cmdLeaf = "cmd"
 // run's, a systemd slice's TasksMax) still holds over CMD. Where the
 // parent does not, the group goes at the root, and why says so.
 func (c *capped) tryCgroup2() error {
-	mount, err := freeze.Cgroup2Mount()
+	parent, notAbove, err := freeze.PidsParentV2()
 	if err != nil {
 		return err
 	}
-	own, err := ownV2()
-	if err != nil {
-		return err
-	}
-	parent := filepath.Join(mount, filepath.Dir(own))
 	var outside string
-	if !handsOutPids(parent) {
-		if parent == mount || !handsOutPids(mount) {
-			return fmt.Errorf("the pids controller is not enabled at %s", parent)
-		}
-		outside = fmt.Sprintf("; at the root, because %s does not hand out the pids controller: a cap above freeze's own group does not hold over CMD", parent)
-		parent = mount
+	if notAbove != "" {
+		outside = "; at the root, because " + notAbove + ": a cap above freeze's own group does not hold over CMD"
 	}
 	dir := filepath.Join(parent, c.name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -120,11 +111,6 @@ func (c *capped) tryCgroup2() error {
 	c.kind, c.pids, c.cgroupFD = CapCgroup2, dir, fd
 	c.why = fmt.Sprintf("a cgroup v2 group %s with pids.max=%d, which CMD is cloned into (CLONE_INTO_CGROUP): capped from its first instruction%s", dir, c.max, outside)
 	return nil
-}
-
-func handsOutPids(dir string) bool {
-	ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-	return err == nil && hasWord(ctl, "pids")
 }
 
 // tryCgroup1 makes a v1 pids group nested in freeze's own (so a cap
@@ -153,7 +139,7 @@ func (c *capped) tryCgroup1() error {
 	// The teardown's group: v2 (freeze and kill in one write each),
 	// else the v1 freezer, else SIGSTOP.
 	if mount, err := freeze.Cgroup2Mount(); err == nil {
-		if own2, err := ownV2(); err == nil {
+		if own2, err := freeze.OwnV2(); err == nil {
 			v2 := filepath.Join(mount, own2, c.name)
 			if err := os.Mkdir(v2, 0o755); err == nil {
 				c.v2 = v2
@@ -196,23 +182,6 @@ func ownV1(ctl, root string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no v1 %s hierarchy", ctl)
-}
-
-// ownV2 is this process's group in the v2 hierarchy ("/" for the root).
-func ownV2() (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if g, ok := strings.CutPrefix(l, "0::"); ok {
-			if !strings.HasPrefix(g, "/") || strings.Contains(g, "/..") || strings.HasSuffix(g, " (deleted)") {
-				return "", fmt.Errorf("freeze's own cgroup v2 group %q cannot be nested in", g)
-			}
-			return g, nil
-		}
-	}
-	return "", fmt.Errorf("freeze is in no cgroup v2 group")
 }
 
 func hasWord(b []byte, w string) bool {

@@ -34,6 +34,11 @@ var errNoCap = errors.New("no pids cgroup can be made")
 // newPidsCap makes a pids cgroup named name under the test process's own
 // pids cgroup and sets pids.max to max. It prefers the v1 pids hierarchy,
 // then a v2 group whose parent already delegates the pids controller.
+func handsOutPids(dir string) bool {
+	ctl, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	return hasWord(ctl, "pids")
+}
+
 func newPidsCap(name string, max int) (*pidsCap, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: not root", errNoCap)
@@ -47,12 +52,18 @@ func newPidsCap(name string, max int) (*pidsCap, error) {
 	if rel, ok := v1["pids"]; ok && isDir("/sys/fs/cgroup/pids") {
 		c = &pidsCap{dir: filepath.Join("/sys/fs/cgroup/pids", rel, name), relative: filepath.Join(rel, name)}
 	} else if v2 != "" {
-		parent := filepath.Join("/sys/fs/cgroup", v2)
-		ctl, _ := os.ReadFile(filepath.Join(parent, "cgroup.subtree_control"))
-		if !hasWord(ctl, "pids") {
-			return nil, fmt.Errorf("%w: the v2 cgroup %s does not delegate the pids controller", errNoCap, parent)
+		// Beside the test's own group, in its parent: under systemd the
+		// test runs in a unit's or a session's group, which holds
+		// processes and so hands out no controller. Else at the root.
+		rel := filepath.Dir(v2)
+		if !handsOutPids(filepath.Join("/sys/fs/cgroup", rel)) {
+			rel = "/"
 		}
-		c = &pidsCap{dir: filepath.Join(parent, name), v2: true, relative: filepath.Join(v2, name)}
+		parent := filepath.Join("/sys/fs/cgroup", rel)
+		if !handsOutPids(parent) {
+			return nil, fmt.Errorf("%w: neither the v2 cgroup %s nor the root delegates the pids controller", errNoCap, filepath.Join("/sys/fs/cgroup", filepath.Dir(v2)))
+		}
+		c = &pidsCap{dir: filepath.Join(parent, name), v2: true, relative: filepath.Join(rel, name)}
 	} else {
 		return nil, fmt.Errorf("%w: no v1 pids hierarchy and no v2 pids controller", errNoCap)
 	}

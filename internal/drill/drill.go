@@ -286,32 +286,23 @@ func (c *chain) start(shape string, size int) error {
 	return err
 }
 
-// makeCap makes a pids cgroup for the chain under freeze's own pids
-// cgroup; a non-root user gets RLIMIT_NPROC instead (set on the leader).
+// makeCap makes a pids cgroup for the chain: in freeze's own v1 pids
+// group on a v1 or hybrid host; on a unified host beside freeze's own
+// group, in its parent (freeze.PidsParentV2: under systemd freeze's own
+// group is a unit's or a session's, which holds processes and so hands
+// out no controller), else at the root. A non-root user gets
+// RLIMIT_NPROC instead (set on the leader).
 func (c *chain) makeCap(size int) error {
 	if os.Geteuid() != 0 {
 		c.capDesc = fmt.Sprintf("RLIMIT_NPROC (your processes + %d)", size)
 		return nil
 	}
-	self, _ := os.ReadFile("/proc/self/cgroup")
-	var dir string
-	sc := bufio.NewScanner(bytes.NewReader(self))
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), ":", 3)
-		if len(f) == 3 && strings.Contains(","+f[1]+",", ",pids,") {
-			dir = filepath.Join("/sys/fs/cgroup/pids", f[2])
-		}
-		if len(f) == 3 && f[0] == "0" && dir == "" {
-			if m, err := freeze.Cgroup2Mount(); err == nil {
-				ctl, _ := os.ReadFile(filepath.Join(m, f[2], "cgroup.subtree_control"))
-				if bytes.Contains(ctl, []byte("pids")) {
-					dir = filepath.Join(m, f[2])
-				}
-			}
-		}
-	}
+	dir, err := ownV1Pids()
 	if dir == "" {
-		return errors.New("no pids cgroup can be made here, and the drill never runs a chain uncapped")
+		var v2err error
+		if dir, _, v2err = freeze.PidsParentV2(); v2err != nil {
+			return fmt.Errorf("no pids cgroup can be made here (cgroup v1: %v; cgroup v2: %v), and the drill never runs a chain uncapped", err, v2err)
+		}
 	}
 	c.capDir = filepath.Join(dir, filepath.Base(c.dir))
 	if err := os.Mkdir(c.capDir, 0o755); err != nil {
@@ -323,6 +314,23 @@ func (c *chain) makeCap(size int) error {
 	}
 	c.capDesc = fmt.Sprintf("pids.max=%d (tasks: about %d threads for each of %d processes) in %s", max, threadsPerProcess, size, c.capDir)
 	return nil
+}
+
+// ownV1Pids is freeze's own group in the v1 pids hierarchy, or "" and
+// why not.
+func ownV1Pids() (string, error) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(self))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), ":", 3)
+		if len(f) == 3 && f[0] != "0" && strings.Contains(","+f[1]+",", ",pids,") {
+			return filepath.Join("/sys/fs/cgroup/pids", f[2]), nil
+		}
+	}
+	return "", errors.New("no v1 pids hierarchy")
 }
 
 func (c *chain) waitPopulation(n int, within time.Duration, sigs <-chan os.Signal) (int, os.Signal) {

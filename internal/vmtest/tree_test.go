@@ -187,3 +187,63 @@ func killGroup(cmd *exec.Cmd) error {
 	}
 	return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
+
+// systemdUnits are the host's units the systemd boot needs: the targets
+// multi-user.target pulls in, and journald.
+var systemdUnits = []string{"systemd-journald.service", "systemd-journald.socket", "systemd-journald-dev-log.socket",
+	"sockets.target", "sysinit.target", "local-fs.target", "shutdown.target", "basic.target", "multi-user.target"}
+
+// systemdTree builds what the systemd boot adds to the guest's root (the
+// kernel unpacks it over the common archive): the host's systemd 252 as
+// PID 1 with systemctl and systemd-analyze, the guard's unit exactly as
+// deploy/systemd ships it (enabled in multi-user.target), the suite's
+// unit, freeze where the unit runs it, and a user whose home holds a
+// test cache.
+func systemdTree(t *testing.T, common string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"etc/systemd/system/multi-user.target.wants", "lib/systemd/system", "usr/local/bin", "home/u", "root", "var/lib", "var/log"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bins := map[string]string{"/lib/systemd/systemd": "lib/systemd/systemd", "/lib/systemd/systemd-journald": "lib/systemd/systemd-journald",
+		"/bin/systemctl": "bin/systemctl", "/usr/bin/systemd-analyze": "usr/bin/systemd-analyze"}
+	for host, guest := range bins {
+		if _, err := os.Stat(host); err != nil {
+			t.Fatalf("%s: %v: the systemd boot runs the host's systemd (Debian's systemd package)", host, err)
+		}
+		copyFile(t, host, filepath.Join(root, guest), 0o755)
+		for _, lib := range libs(t, host) {
+			copyFile(t, lib, filepath.Join(root, lib), 0o755)
+		}
+	}
+	for _, u := range systemdUnits {
+		copyFile(t, filepath.Join("/lib/systemd/system", u), filepath.Join(root, "lib/systemd/system", u), 0o644)
+	}
+	copyFile(t, "../../deploy/systemd/freeze-guard.service", filepath.Join(root, "etc/systemd/system/freeze-guard.service"), 0o644)
+	if err := os.Symlink("../freeze-guard.service", filepath.Join(root, "etc/systemd/system/multi-user.target.wants/freeze-guard.service")); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, "guest/freeze-vmtest.service", filepath.Join(root, "etc/systemd/system/freeze-vmtest.service"), 0o644)
+	copyFile(t, "guest/default.target", filepath.Join(root, "etc/systemd/system/default.target"), 0o644)
+	copyFile(t, "guest/systemd-init", filepath.Join(root, "init"), 0o755)
+	copyFile(t, "guest/systemd-suite", filepath.Join(root, "systemd-suite"), 0o644)
+	copyFile(t, filepath.Join(common, "bin/freeze"), filepath.Join(root, "usr/local/bin/freeze"), 0o755)
+	if err := os.Chown(filepath.Join(root, "home/u"), 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"etc/passwd":                "root:x:0:0:root:/root:/bin/sh\nu:x:1000:1000:u:/home/u:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+		"etc/group":                 "root:x:0:\nu:x:1000:\nsystemd-journal:x:101:\nnogroup:x:65534:\n",
+		"etc/machine-id":            "", // systemd makes one at boot
+		"etc/os-release":            "PRETTY_NAME=\"freeze vmtest (Debian 12 systemd)\"\nID=debian\n",
+		"etc/systemd/journald.conf": "[Journal]\nStorage=volatile\n",
+	}
+	for p, s := range files {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}

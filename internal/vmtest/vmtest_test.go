@@ -30,14 +30,18 @@ type boot struct {
 	append  string
 	// form is the form the drill's auto run must name.
 	form string
+	// systemd boots systemd as PID 1 (systemdTree) and runs the systemd
+	// suite instead of the gate's.
+	systemd bool
 }
 
 // TestKernelMatrix boots Debian's kernels under qemu (TCG) and runs the
 // gate's suite inside each: the gate's own tests under the form auto
 // picks and under the stopping form, the stop order by bpf, overlayfs
 // and btrfs, --hold then finishing, drills, freeze run's control tests
-// on cgroup v2, and a check that nothing is left loaded. It reads a line per test from the serial console and
-// fails on any failure, on a required test that skipped, and on a drill
+// on cgroup v2, and a check that nothing is left loaded; and once more
+// with systemd as PID 1, the guard's unit as shipped (systemd-suite). It
+// reads a line per test from the serial console and fails on any failure, on a required test that skipped, and on a drill
 // whose gate is not the form the kernel should give. The kernels come
 // from internal/vmtest/fetch-kernels; set FREEZE_VM_CACHE to its
 // directory (.ci/run does).
@@ -57,6 +61,8 @@ func TestKernelMatrix(t *testing.T) {
 	root := guestTree(t)
 	common := filepath.Join(t.TempDir(), "common.cpio")
 	cpio(t, root, common)
+	sd := filepath.Join(t.TempDir(), "systemd.cpio")
+	cpio(t, systemdTree(t, root), sd)
 	// Each VM runs on one host thread (single-threaded TCG): two at a
 	// time on this machine's two cores.
 	slots := make(chan struct{}, 2)
@@ -67,7 +73,11 @@ func TestKernelMatrix(t *testing.T) {
 				t.Parallel()
 				slots <- struct{}{}
 				defer func() { <-slots }()
-				r := runBoot(t, qemu, b, common)
+				parts := []string{common}
+				if b.systemd {
+					parts = append(parts, sd)
+				}
+				r := runBoot(t, qemu, b, parts...)
 				check(t, b, r)
 				figures[i] = fmt.Sprintf("%s (%s, lsm=%s, %v)\n%s", b.name, r.kernel, r.lsm, r.took.Round(time.Second), r.figures())
 			})
@@ -107,6 +117,9 @@ func kernels(t *testing.T, cache string) []boot {
 		// not take the lsm form there, and takes fmod_ret, which hooks
 		// security_* itself; the stopping form is run there too.
 		{name: "debian-6.12-lsm-without-bpf", kernel: k612, modules: m612, form: "refuse (fmod_ret)", append: "lsm=" + dropWord(lsm, "bpf")},
+		// systemd as PID 1: the guard's unit as shipped, and freeze in a
+		// unit's group, as on a distribution's host.
+		{name: "debian-6.12-systemd", kernel: k612, modules: m612, systemd: true},
 	}
 }
 
@@ -141,7 +154,7 @@ var (
 	kernRE = regexp.MustCompile(`^VMTEST KERNEL (\S+) lsm=(\S*) `)
 )
 
-func runBoot(t *testing.T, qemu string, b boot, common string) *result {
+func runBoot(t *testing.T, qemu string, b boot, archives ...string) *result {
 	t.Helper()
 	dir := t.TempDir()
 	mods := filepath.Join(dir, "modules")
@@ -152,7 +165,9 @@ func runBoot(t *testing.T, qemu string, b boot, common string) *result {
 	modCpio := filepath.Join(dir, "modules.cpio")
 	cpio(t, mods, modCpio)
 	initrd := filepath.Join(dir, "initrd.cpio")
-	concat(t, initrd, common, modCpio) // the kernel unpacks concatenated archives in order
+	// The kernel unpacks concatenated archives in order, a later file
+	// over an earlier one (the systemd boot's /init over the common one).
+	concat(t, initrd, append(archives, modCpio)...)
 	ctx, cancel := context.WithTimeout(context.Background(), bootDeadline)
 	defer cancel()
 	// Single-threaded TCG: under multi-threaded TCG the 6.12 guest
@@ -239,6 +254,10 @@ var required = map[string][]string{
 		"TestRunPassesTheStatusThrough", "TestRunSIGTERMLeavesNothing", "TestRunReapEndsWhatAKilledRunLeft", "TestRunNestedInsideAnotherRun"},
 }
 
+// systemdSteps are the systemd suite's steps.
+var systemdSteps = []string{"sd-guard", "sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-revoke-home", "run-v2",
+	"sd-watchdog", "sd-security", "leftovers"}
+
 func check(t *testing.T, b boot, r *result) {
 	t.Helper()
 	if !r.done {
@@ -246,6 +265,9 @@ func check(t *testing.T, b boot, r *result) {
 	}
 	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn",
 		"gate-auto", "gate-tp_btf", "stop-order", "stop-fs", "run-v2", "leftovers"}
+	if b.systemd {
+		steps = systemdSteps
+	}
 	for _, s := range steps {
 		rc, ok := r.steps[s]
 		switch {
@@ -256,6 +278,9 @@ func check(t *testing.T, b boot, r *result) {
 		}
 	}
 	for s, tests := range required {
+		if b.systemd && s != "run-v2" {
+			continue // the gate's steps are not the systemd suite's
+		}
 		for _, name := range tests {
 			if got := r.tests[s][name]; got != "PASS" {
 				t.Errorf("%s: %s: %s is %q, want PASS", b.name, s, name, got)
@@ -268,6 +293,9 @@ func check(t *testing.T, b boot, r *result) {
 				t.Errorf("%s: %s: %s failed", b.name, s, name)
 			}
 		}
+	}
+	if b.systemd {
+		return
 	}
 	// The drills: the gate, with no fallback, in the form this kernel
 	// must give.
@@ -287,6 +315,18 @@ func check(t *testing.T, b boot, r *result) {
 // to the fixed set, to zero (the progress lines' clock).
 func (r *result) figures() string {
 	var b strings.Builder
+	if _, ok := r.steps["sd-guard"]; ok {
+		// The systemd boot: the drills' lines, the watchdog's restart
+		// and the unit's exposure.
+		for _, s := range []string{"sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-watchdog", "sd-security"} {
+			for _, l := range r.lines[s] {
+				if strings.Contains(l, "drill passed:") || strings.HasPrefix(l, "after ") || strings.Contains(l, "Overall exposure") {
+					fmt.Fprintf(&b, "  %-16s %s\n", s, l)
+				}
+			}
+		}
+		return b.String()
+	}
 	// What loads: the drill's probe, program by program.
 	for _, l := range r.lines["drill-auto-tree"] {
 		if i := strings.Index(l, "machine:   BPF "); i >= 0 {

@@ -1,0 +1,67 @@
+package freeze
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// OwnV2 is this process's group in the cgroup v2 hierarchy ("/" for the
+// root), as /proc/self/cgroup's "0::" line names it.
+func OwnV2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if g, ok := strings.CutPrefix(l, "0::"); ok {
+			if !strings.HasPrefix(g, "/") || strings.Contains(g, "/..") || strings.HasSuffix(g, " (deleted)") {
+				return "", fmt.Errorf("freeze's own cgroup v2 group %q cannot be nested in", g)
+			}
+			return g, nil
+		}
+	}
+	return "", fmt.Errorf("freeze is in no cgroup v2 group")
+}
+
+// HandsOutPids says whether the v2 group dir enables the pids controller
+// for its children (cgroup.subtree_control has "pids").
+func HandsOutPids(dir string) bool {
+	ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return false
+	}
+	for _, w := range strings.Fields(string(ctl)) {
+		if w == "pids" {
+			return true
+		}
+	}
+	return false
+}
+
+// PidsParentV2 is the v2 group in which a group capped by pids.max can be
+// made for a tree that freeze starts: the parent of freeze's own group,
+// where it hands out pids, so that a cap on it or above (an outer freeze
+// run's, a systemd slice's TasksMax) still holds; else the root, and
+// notAbove says why (the parent that does not hand out pids). freeze's own group cannot be the parent: under systemd
+// it holds freeze (a unit's or a session's group), and a v2 group with
+// processes in it hands out no controller ("no internal processes").
+func PidsParentV2() (parent, notAbove string, err error) {
+	mount, err := Cgroup2Mount()
+	if err != nil {
+		return "", "", err
+	}
+	own, err := OwnV2()
+	if err != nil {
+		return "", "", err
+	}
+	parent = filepath.Join(mount, filepath.Dir(own))
+	if HandsOutPids(parent) {
+		return parent, "", nil
+	}
+	if parent == mount || !HandsOutPids(mount) {
+		return "", "", fmt.Errorf("the pids controller is not enabled at %s", parent)
+	}
+	return mount, fmt.Sprintf("%s does not hand out the pids controller", parent), nil
+}
