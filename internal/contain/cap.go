@@ -1,8 +1,6 @@
 package contain
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -121,7 +119,7 @@ func (c *capped) tryCgroup2() error {
 // them before its exec. Nested, an outer run's teardown reaches what an
 // inner run holds.
 func (c *capped) tryCgroup1() error {
-	own, err := ownV1("pids", v1Root)
+	own, err := freeze.OwnV1("pids", v1Root)
 	if err != nil {
 		return err
 	}
@@ -149,7 +147,7 @@ func (c *capped) tryCgroup1() error {
 			}
 		}
 	}
-	ownF, err := ownV1("freezer", freezerV1)
+	ownF, err := freeze.OwnV1("freezer", freezerV1)
 	if err != nil {
 		c.why += fmt.Sprintf("; no v1 freezer group (%v): the teardown stops processes with SIGSTOP instead", err)
 		return nil
@@ -162,26 +160,6 @@ func (c *capped) tryCgroup1() error {
 		c.why += fmt.Sprintf("; no v1 freezer group (%v): the teardown stops processes with SIGSTOP instead", err)
 	}
 	return nil
-}
-
-// ownV1 is this process's group in the v1 hierarchy with controller
-// ctl, mounted at root.
-func ownV1(ctl, root string) (string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), ":", 3)
-		if len(f) == 3 && f[0] != "0" && hasWord([]byte(strings.ReplaceAll(f[1], ",", " ")), ctl) {
-			if _, err := os.Stat(filepath.Join(root, f[2], "cgroup.procs")); err != nil {
-				return "", err
-			}
-			return f[2], nil
-		}
-	}
-	return "", fmt.Errorf("no v1 %s hierarchy", ctl)
 }
 
 func hasWord(b []byte, w string) bool {

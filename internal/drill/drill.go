@@ -9,8 +9,6 @@
 package drill
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -297,8 +295,10 @@ func (c *chain) makeCap(size int) error {
 		c.capDesc = fmt.Sprintf("RLIMIT_NPROC (your processes + %d)", size)
 		return nil
 	}
-	dir, err := ownV1Pids()
-	if dir == "" {
+	const v1 = "/sys/fs/cgroup/pids"
+	rel, err := freeze.OwnV1("pids", v1)
+	dir := filepath.Join(v1, rel)
+	if err != nil {
 		var v2err error
 		if dir, _, v2err = freeze.PidsParentV2(); v2err != nil {
 			return fmt.Errorf("no pids cgroup can be made here (cgroup v1: %v; cgroup v2: %v), and the drill never runs a chain uncapped", err, v2err)
@@ -314,23 +314,6 @@ func (c *chain) makeCap(size int) error {
 	}
 	c.capDesc = fmt.Sprintf("pids.max=%d (tasks: about %d threads for each of %d processes) in %s", max, threadsPerProcess, size, c.capDir)
 	return nil
-}
-
-// ownV1Pids is freeze's own group in the v1 pids hierarchy, or "" and
-// why not.
-func ownV1Pids() (string, error) {
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(self))
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), ":", 3)
-		if len(f) == 3 && f[0] != "0" && strings.Contains(","+f[1]+",", ",pids,") {
-			return filepath.Join("/sys/fs/cgroup/pids", f[2]), nil
-		}
-	}
-	return "", errors.New("no v1 pids hierarchy")
 }
 
 func (c *chain) waitPopulation(n int, within time.Duration, sigs <-chan os.Signal) (int, os.Signal) {

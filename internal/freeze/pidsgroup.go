@@ -7,6 +7,35 @@ import (
 	"strings"
 )
 
+// OwnV1 is this process's group in the cgroup v1 hierarchy of
+// controller ctl, mounted at root, as /proc/self/cgroup names it.
+func OwnV1(ctl, root string) (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 || f[0] == "0" || !hasCtl(f[1], ctl) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, f[2], "cgroup.procs")); err != nil {
+			return "", err
+		}
+		return f[2], nil
+	}
+	return "", fmt.Errorf("no v1 %s hierarchy", ctl)
+}
+
+func hasCtl(list, ctl string) bool {
+	for _, c := range strings.Split(list, ",") {
+		if c == ctl {
+			return true
+		}
+	}
+	return false
+}
+
 // OwnV2 is this process's group in the cgroup v2 hierarchy ("/" for the
 // root), as /proc/self/cgroup's "0::" line names it.
 func OwnV2() (string, error) {
