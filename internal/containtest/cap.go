@@ -31,14 +31,18 @@ type pidsCap struct {
 // errNoCap means no pids cgroup can be made here; callers skip.
 var errNoCap = errors.New("no pids cgroup can be made")
 
-// newPidsCap makes a pids cgroup named name under the test process's own
-// pids cgroup and sets pids.max to max. It prefers the v1 pids hierarchy,
-// then a v2 group whose parent already delegates the pids controller.
+// handsOutPids: the v2 group dir enables pids for its children. The
+// harness reads this itself rather than through internal/freeze: what
+// caps a hostile chain reads nothing from the code under test.
 func handsOutPids(dir string) bool {
 	ctl, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	return hasWord(ctl, "pids")
 }
 
+// newPidsCap makes a pids cgroup named name and sets pids.max to max. It
+// prefers the v1 pids hierarchy (nested in the test process's own pids
+// group); on v2 the group goes beside the test's own group, in its
+// parent, where that parent hands out pids, else at the root.
 func newPidsCap(name string, max int) (*pidsCap, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: not root", errNoCap)
