@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,21 +17,43 @@ import (
 	"freeze/internal/timeline"
 )
 
-// buildFreeze builds the real binary: the drill copies itself, so a test
-// binary will not do.
+// built is the one build of freeze that every test of this package
+// copies: a 'go build' for each of 35 tests took minutes of the
+// package's time on a loaded machine (each link at ordinary priority
+// beside other tests' chains).
+var built struct {
+	once sync.Once
+	dir  string // removed when the tests end (TestMain)
+	bin  string
+	err  error
+}
+
+// buildFreeze returns the test's own copy of the real binary (the drill
+// copies itself, so a test binary will not do), in the test's temporary
+// directory: each test runs its own file.
 func buildFreeze(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "freeze")
-	// A prebuilt freeze, where there is no go command (the kernel
-	// matrix's VMs): copied, so each test runs its own file.
-	if pre := os.Getenv("FREEZE_TEST_BIN"); pre != "" {
-		if err := exefile.Copy(pre, bin); err != nil {
-			t.Fatalf("FREEZE_TEST_BIN: %v", err)
+	built.once.Do(func() {
+		// A prebuilt freeze, where there is no go command (the kernel
+		// matrix's VMs).
+		if pre := os.Getenv("FREEZE_TEST_BIN"); pre != "" {
+			built.bin = pre
+			return
 		}
-		return bin
+		if built.dir, built.err = os.MkdirTemp("", "freeze-cmd-test-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "freeze")
+		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin := filepath.Join(t.TempDir(), "freeze")
+	if err := exefile.Copy(built.bin, bin); err != nil {
+		t.Fatalf("copy freeze into the test's directory: %v", err)
 	}
 	return bin
 }

@@ -31,13 +31,7 @@ func needGate(t *testing.T) {
 // waitFor waits until stderr of c contains s.
 func waitFor(t *testing.T, c *containtest.Chain, s string, within time.Duration) {
 	t.Helper()
-	end := time.Now().Add(within)
-	for !strings.Contains(c.Stderr(), s) {
-		if time.Now().After(end) {
-			t.Fatalf("freeze did not say %q in %v:\n%s", s, within, c.Stderr())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.WaitStderr(s, within)
 }
 
 // event returns the first event of step in the timeline at path.

@@ -36,13 +36,15 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	bin := buildFreeze(t)
 	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000,
 		Timeout: 3 * time.Minute, Interval: 50 * time.Millisecond})
+	removeGroupAtCleanup(t, chain.Path)
+	tl := filepath.Join(t.TempDir(), "lifted.jsonl")
+	// Set up while the chain is small (held at its gate), let go at 2,500.
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 4 * time.Minute, Lifted: true, Held: true,
+		Command: []string{bin, "--path", chain.Path, "--timeout", "60s", "--timeline", tl}})
 	if n := chain.WaitPopulation(2500, 90*time.Second); n < 2500 {
 		t.Fatalf("the churn reached %d of 2,500 in 90 s", n)
 	}
-	removeGroupAtCleanup(t, chain.Path)
-	tl := filepath.Join(t.TempDir(), "lifted.jsonl")
-	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 2 * time.Minute, Lifted: true,
-		Command: []string{bin, "--path", chain.Path, "--timeout", "60s", "--timeline", tl}})
+	fz.Release()
 
 	below := map[int]int{} // tid: consecutive samples at SCHED_OTHER
 	var stalls []string

@@ -26,7 +26,11 @@ type harnessM struct{ m *testing.M }
 // testscript starts are new processes and lift themselves as usual.
 func (h harnessM) Run() int {
 	priority.Lower()
-	return containtest.Main(h.m)
+	code := containtest.Main(h.m)
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	return code
 }
 
 func TestMain(m *testing.M) {

@@ -66,6 +66,12 @@ type Spec struct {
 	// test can watch freeze run lifted from its first instruction. Never
 	// for a chain: Start refuses it for any other shape.
 	Lifted bool
+	// Held, with Shape Run: Start returns with the program installed,
+	// capped and started, but held at its gate; Release lets it run. A
+	// test sets it up before the chain it acts on has grown: at ordinary
+	// priority beside a churning chain of 3,000, the copy and the fork
+	// took the test 20 s and more, and Release is one write.
+	Held bool
 }
 
 // A Chain is a running fixture under the harness's control.
@@ -89,6 +95,8 @@ type Chain struct {
 	noDir    atomic.Bool // the sweep of the test cache
 
 	v2dir string // with Spec.V2Group
+
+	gate *os.File // the held gate's write end (Spec.Held), until Release
 }
 
 // V2Dir is the chain's own cgroup v2 group (Spec.V2Group), or "".
@@ -114,12 +122,31 @@ func Start(t testing.TB, s Spec) *Chain {
 	leader := c.install(t, s, src)
 	rlimit := c.makeCap(t, s)
 	gateW := c.launch(t, s, leader)
-	defer gateW.Close()
 	c.confine(t, s, rlimit)
+	if s.Held {
+		c.gate = gateW
+		t.Cleanup(func() { gateW.Close() }) // a closed gate: the leader exits
+		return c
+	}
+	defer gateW.Close()
 	if _, err := gateW.Write([]byte{1}); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Release lets a program started with Spec.Held run.
+func (c *Chain) Release() {
+	c.t.Helper()
+	if c.gate == nil {
+		c.t.Fatal("containtest: Release of a chain that was not started Held")
+	}
+	_, err := c.gate.Write([]byte{1})
+	c.gate.Close()
+	c.gate = nil
+	if err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // checkSpec refuses a Spec without its literal bounds and fills in the
@@ -137,6 +164,9 @@ func checkSpec(t testing.TB, s Spec) Spec {
 	}
 	if s.Shape == Run && len(s.Command) == 0 {
 		t.Fatal("containtest: Shape Run needs a Command")
+	}
+	if s.Held && s.Shape != Run {
+		t.Fatal("containtest: only a Shape Run program may be Held")
 	}
 	if s.Lifted && s.Shape != Run {
 		t.Fatal("containtest: only a Shape Run program may start lifted, never a runaway chain")
@@ -469,6 +499,20 @@ func (c *Chain) Exit(within time.Duration) (unix.WaitStatus, bool) {
 
 // TimedOut reports whether the harness's timeout fired.
 func (c *Chain) TimedOut() bool { return c.timedOut.Load() }
+
+// WaitStderr waits until the leader's process tree has written s to its
+// stderr, and fails the test, with what it wrote, if it has not within
+// the deadline.
+func (c *Chain) WaitStderr(s string, within time.Duration) {
+	c.t.Helper()
+	end := time.Now().Add(within)
+	for !strings.Contains(c.Stderr(), s) {
+		if time.Now().After(end) {
+			c.t.Fatalf("%s did not say %q in %v:\n%s", filepath.Base(c.Path), s, within, c.Stderr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Stdout and Stderr return what the leader's process tree wrote so far.
 func (c *Chain) Stdout() string { b, _ := os.ReadFile(c.stdout); return string(b) }

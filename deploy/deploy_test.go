@@ -1,8 +1,14 @@
-package main
+// Package deploy_test tests what runs freeze beyond one machine (the
+// systemd unit, the Ansible playbooks, the Kubernetes manifests, the
+// Prometheus rules) with each ecosystem's own tools, against a real
+// build of freeze. Its own package, so that go test runs it beside
+// cmd/freeze's tests rather than after them.
+package deploy_test
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,12 +16,58 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"freeze/internal/containtest"
+	"freeze/internal/exefile"
+	"freeze/internal/priority"
 	"freeze/runbooks"
 )
+
+// The tests run under the containment harness: the Ansible test's chains
+// are capped, owned and reaped like every other package's.
+func TestMain(m *testing.M) {
+	priority.Lower()
+	code := containtest.Main(m)
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// built is the one build of freeze that the tests copy.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// buildFreeze returns the test's own copy of a real build of freeze, in
+// the test's temporary directory.
+func buildFreeze(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "freeze-deploy-test-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "freeze")
+		if out, err := exec.Command("go", "build", "-o", built.bin, "../cmd/freeze").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	bin := filepath.Join(t.TempDir(), "freeze")
+	if err := exefile.Copy(built.bin, bin); err != nil {
+		t.Fatalf("copy freeze into the test's directory: %v", err)
+	}
+	return bin
+}
 
 // needTool skips a test whose ecosystem's tool is missing, except under
 // CI (CI=true), where .ci/run installs it and a skip would hide a check.
@@ -37,7 +89,7 @@ func needTool(t *testing.T, tool, pkg string) string {
 // that runbook has.
 func TestPrometheusRules(t *testing.T) {
 	promtool := needTool(t, "promtool", "prometheus")
-	dir := "../../deploy/prometheus"
+	dir := "prometheus"
 	for _, args := range [][]string{{"check", "rules", "freeze.rules.yml"}, {"test", "rules", "freeze.rules.test.yml"}} {
 		cmd := exec.Command(promtool, args...)
 		cmd.Dir = dir
@@ -71,7 +123,7 @@ func TestPrometheusRules(t *testing.T) {
 // (the issue's list): a misspelt directive or a wrong ExecStart fails.
 func TestSystemdUnitVerifies(t *testing.T) {
 	needTool(t, "systemd-analyze", "systemd")
-	b, err := os.ReadFile("../../deploy/systemd/freeze-guard.service")
+	b, err := os.ReadFile("systemd/freeze-guard.service")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +140,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	// The Ansible role's template is this unit, with the role's binary
 	// directory: the role is self-contained, and says the same.
-	tmpl, err := os.ReadFile("../../deploy/ansible/roles/freeze/templates/freeze-guard.service.j2")
+	tmpl, err := os.ReadFile("ansible/roles/freeze/templates/freeze-guard.service.j2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +180,7 @@ func TestKubernetesManifests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "./...")
-	cmd.Dir = "../../deploy/kubernetes/check"
+	cmd.Dir = "kubernetes/check"
 	// Its own process group, killed whole on timeout.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -136,7 +188,7 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatalf("the manifests' strict decoding (cd deploy/kubernetes/check && go test ./...): %v\n%s", err, out)
 	}
 	bin := buildFreeze(t)
-	files, _ := filepath.Glob("../../deploy/kubernetes/*.yaml")
+	files, _ := filepath.Glob("kubernetes/*.yaml")
 	seen := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)

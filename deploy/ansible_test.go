@@ -1,6 +1,7 @@
-package main
+package deploy_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,10 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/freeze"
+	"freeze/internal/guard"
+	"freeze/internal/match"
+	"freeze/internal/runlock"
 	"freeze/internal/timeline"
 )
 
@@ -22,7 +27,7 @@ func ansible(t *testing.T, work string, args ...string) (int, string) {
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 600, HopCap: 1, Timeout: 400 * time.Second,
 		Command: append([]string{"/usr/bin/ansible-playbook"}, args...),
 		Env: []string{"ANSIBLE_LOCAL_TEMP=" + tmp, "ANSIBLE_REMOTE_TMP=" + tmp, "ANSIBLE_ASYNC_DIR=" + filepath.Join(work, "async"),
-			"ANSIBLE_NOCOLOR=1", "ANSIBLE_RETRY_FILES_ENABLED=0", "ANSIBLE_STDOUT_CALLBACK=default", "ANSIBLE_ROLES_PATH=" + filepath.Join(work, "none")}})
+			"ANSIBLE_NOCOLOR=1", "ANSIBLE_PIPELINING=1", "ANSIBLE_RETRY_FILES_ENABLED=0", "ANSIBLE_STDOUT_CALLBACK=default", "ANSIBLE_ROLES_PATH=" + filepath.Join(work, "none")}})
 	ws, ok := c.Exit(300 * time.Second)
 	if !ok {
 		t.Fatalf("ansible-playbook %s did not finish in 300s:\n%s\n%s", strings.Join(args, " "), c.Stdout(), c.Stderr())
@@ -76,7 +81,7 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	// host-b has a guard armed: freeze there hands the request to it.
-	_, guardDir := startGuard(t, bin)
+	guardDir := startGuard(t, bin)
 	host := func(name, path, extra string) string {
 		d := filepath.Join(work, name)
 		run := filepath.Join(d, "run")
@@ -93,7 +98,7 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := "../../deploy/ansible"
+	dir := "ansible"
 
 	code, out := ansible(t, work, "-i", inv, filepath.Join(dir, "install.yml"), "-e", "freeze_src="+bin)
 	if code != 0 {
@@ -133,12 +138,7 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 		t.Errorf("host-bad's failure does not give freeze's exit code:\n%s", out)
 	}
 	// host-b's run was the guard's, over its socket; host-a's was not.
-	var byGuard []string
-	for _, e := range logEvents(t, guardDir) {
-		if e["event"] == "request" {
-			byGuard = append(byGuard, fmt.Sprint(e["source"], " ", e["outcome"], " ", e["request"]))
-		}
-	}
+	byGuard := guardRequests(t, guardDir)
 	if len(byGuard) != 1 || !strings.HasPrefix(byGuard[0], "socket zero ") || !strings.Contains(byGuard[0], b.Path) {
 		t.Errorf("the guard on host-b ran %q, want one socket request for %s that reached zero", byGuard, b.Path)
 	}
@@ -169,4 +169,49 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 			t.Errorf("the postmortem lacks %q:\n%s", want, pm)
 		}
 	}
+}
+
+// removeGroupAtCleanup removes, at cleanup, the groups a freeze run may
+// have left for the chain at path, and its lock file.
+func removeGroupAtCleanup(t *testing.T, path string) {
+	tg, err := match.Resolve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
+	t.Cleanup(func() {
+		containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
+		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
+	})
+}
+
+// startGuard starts 'freeze guard' through the harness and waits until
+// it is armed; it returns its run directory.
+func startGuard(t *testing.T, bin string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	// 1000 s: it must outlive three playbook runs; it is killed at
+	// cleanup like any other.
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 1000 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", dir}})
+	g.WaitStderr("freeze: guard: armed", 30*time.Second)
+	return dir
+}
+
+// guardRequests are the requests the guard's log records, one line each:
+// source, outcome, request.
+func guardRequests(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, guard.LogName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		var e map[string]any
+		if json.Unmarshal([]byte(l), &e) == nil && e["event"] == "request" {
+			out = append(out, fmt.Sprint(e["source"], " ", e["outcome"], " ", e["request"]))
+		}
+	}
+	return out
 }
