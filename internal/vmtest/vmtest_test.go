@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +35,11 @@ type boot struct {
 	// systemd boots systemd as PID 1 (systemdTree) and runs the systemd
 	// suite instead of the gate's.
 	systemd bool
+	// short runs the short list (vmtest.suite=short): a drill under each
+	// form that loads, the stop order by the gate and by cgroup2, a chain
+	// on overlayfs, freeze run's fork bomb, leftovers; form is then what
+	// the kernel's probe says, not a literal.
+	short bool
 }
 
 // TestKernelMatrix boots Debian's kernels under qemu (TCG) and runs the
@@ -58,6 +65,12 @@ func TestKernelMatrix(t *testing.T) {
 		t.Skip("no qemu-system-x86_64: install Debian's qemu-system-x86")
 	}
 	boots := kernels(t, cache)
+	// FREEZE_VM_ONLY=REGEXP boots only the kernels whose names match (by
+	// hand, while working on one kernel; CI boots them all).
+	if only := os.Getenv("FREEZE_VM_ONLY"); only != "" {
+		re := regexp.MustCompile(only)
+		boots = slices.DeleteFunc(boots, func(b boot) bool { return !re.MatchString(b.name) })
+	}
 	root := guestTree(t)
 	common := filepath.Join(t.TempDir(), "common.cpio")
 	cpio(t, root, common)
@@ -76,6 +89,9 @@ func TestKernelMatrix(t *testing.T) {
 				parts := []string{common}
 				if b.systemd {
 					parts = append(parts, sd)
+				}
+				if b.short {
+					b.append += " vmtest.suite=short"
 				}
 				r := runBoot(t, qemu, b, parts...)
 				check(t, b, r)
@@ -107,10 +123,17 @@ func kernels(t *testing.T, cache string) []boot {
 		}
 		return k, mods
 	}
+	k510, m510 := find("linux-image-5.10.0-*-amd64")
 	k61, m61 := find("linux-image-6.1.0-*-amd64")
 	k612, m612 := find("linux-image-6.12.*+deb13-amd64")
+	kNew, mNew := find("linux-image-*+deb1[4-9]-amd64")
 	lsm := configLSM(t, strings.TrimSuffix(k612, ".vmlinuz")+".config")
 	return []boot{
+		// The matrix's two ends, on the short list: Debian 11's 5.10 (no
+		// cgroup.kill, the BPF LSM built but not in the default lsm=),
+		// and sid's newest kernel, what users get next.
+		{name: "debian-5.10", kernel: k510, modules: m510, short: true},
+		{name: "debian-newest", kernel: kNew, modules: mNew, short: true},
 		{name: "debian-6.1", kernel: k61, modules: m61, form: "refuse (lsm)"},
 		{name: "debian-6.12", kernel: k612, modules: m612, form: "refuse (lsm)"},
 		// Without bpf in lsm= the BPF LSM's hooks never run: auto must
@@ -263,6 +286,10 @@ func check(t *testing.T, b boot, r *result) {
 	if !r.done {
 		t.Errorf("%s: the suite did not finish (no VMTEST DONE)", b.name)
 	}
+	if b.short {
+		checkShort(t, b, r)
+		return
+	}
 	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn",
 		"gate-auto", "gate-tp_btf", "stop-order", "stop-fs", "run-v2", "leftovers"}
 	if b.systemd {
@@ -311,6 +338,101 @@ func check(t *testing.T, b boot, r *result) {
 	}
 }
 
+// forms are the gate's forms a short boot forces, each with the probe's
+// lines that must all say "loads" for the form to load there.
+var forms = []struct {
+	word, name string
+	needs      []string
+}{
+	{"lsm", "refuse (lsm)", []string{"BPF lsm/task_alloc ", "BPF lsm/bprm_check_security ", "BPF the BPF LSM's hooks:"}},
+	{"fmod_ret", "refuse (fmod_ret)", []string{"BPF fmod_ret/security_task_alloc ", "BPF fmod_ret/security_bprm_check "}},
+	{"tp_btf", "stop (tp_btf)", []string{"BPF tp_btf/sys_enter "}},
+}
+
+// loads reports whether every one of the probe's lines named by needs,
+// as the auto drill printed them, says the program loads, with the
+// first line that does not.
+func (r *result) loads(needs []string) (bool, string) {
+	common := []string{"BPF tp_btf/sched_process_fork ", "BPF tp_btf/sched_process_exec "}
+	for _, n := range append(common, needs...) {
+		found := ""
+		for _, l := range r.lines["drill-auto-tree"] {
+			if strings.Contains(l, "machine:   "+n) {
+				found = l
+			}
+		}
+		if found == "" {
+			return false, n + ": no probe line"
+		}
+		if !strings.HasSuffix(strings.TrimSpace(found), ": loads") && !strings.Contains(found, "): loads (") && !strings.Contains(found, ": loads (") {
+			return false, found[strings.Index(found, "BPF "):]
+		}
+	}
+	return true, ""
+}
+
+// checkShort checks a boot of the short list: the auto drill and the
+// cgroup2 drill reach zero, each form that loads there reaches zero
+// through the gate in that form (one that does not load is reported,
+// not failed), and the tests of the stop order, overlayfs and freeze
+// run's fork bomb pass: by the gate where any form loads.
+func checkShort(t *testing.T, b boot, r *result) {
+	t.Helper()
+	for _, s := range []string{"drill-auto-tree", "drill-cgroup2-tree", "stop-order", "stop-fs", "run-v2", "leftovers"} {
+		rc, ok := r.steps[s]
+		switch {
+		case !ok:
+			t.Errorf("%s: step %s never ended", b.name, s)
+		case rc != 0:
+			t.Errorf("%s: step %s failed (rc=%d):\n%s", b.name, s, rc, tail(r.lines[s], 40))
+		}
+	}
+	anyForm := false
+	for _, f := range forms {
+		step := "drill-" + f.word + "-tree"
+		ok, why := r.loads(f.needs)
+		if !ok {
+			t.Logf("%s: form %s does not load here (%s)", b.name, f.word, why)
+			continue
+		}
+		anyForm = true
+		out := strings.Join(r.lines[step], "\n")
+		if rc := r.steps[step]; rc != 0 || !strings.Contains(out, "gate attached, form "+f.name+" ") || strings.Contains(out, "falling back") {
+			t.Errorf("%s: form %s loads here, but its drill did not reach zero through it (rc=%d):\n%s", b.name, f.word, rc, tail(r.lines[step], 30))
+		}
+	}
+	required := []string{"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/cgroup2"}
+	if anyForm {
+		required = append(required, "TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn",
+			"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf")
+	}
+	for _, name := range required {
+		found := false
+		for _, tests := range r.tests {
+			if tests[name] == "PASS" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: %s did not pass", b.name, name)
+		}
+	}
+	if !strings.Contains(strings.Join(r.lines["run-v2"], "\n"), "--- PASS: TestRunCapStopsAForkBomb") {
+		t.Errorf("%s: freeze run's fork bomb test did not pass:\n%s", b.name, tail(r.lines["run-v2"], 30))
+	}
+	for s, tests := range r.tests {
+		for name, v := range tests {
+			if v == "FAIL" {
+				t.Errorf("%s: %s: %s failed", b.name, s, name)
+			}
+		}
+	}
+	// The drill as an operator runs it says what it used.
+	if out := strings.Join(r.lines["drill-auto-tree"], "\n"); !strings.Contains(out, "drill passed:") || !strings.Contains(out, " with --method ") {
+		t.Errorf("%s: the auto drill does not say it passed and by which method:\n%s", b.name, tail(r.lines["drill-auto-tree"], 20))
+	}
+}
+
 // figures are the drills' times from freeze's start: to gate attached,
 // to the fixed set, to zero (the progress lines' clock).
 func (r *result) figures() string {
@@ -335,7 +457,14 @@ func (r *result) figures() string {
 			fmt.Fprintf(&b, "  gate: %s\n", l[i+len("machine: method bpf: "):])
 		}
 	}
-	for _, s := range []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn"} {
+	var drills []string
+	for s := range r.steps {
+		if strings.HasPrefix(s, "drill-") {
+			drills = append(drills, s)
+		}
+	}
+	sort.Strings(drills)
+	for _, s := range drills {
 		at := map[string]time.Duration{}
 		var start time.Time
 		for _, l := range r.lines[s] {
@@ -364,15 +493,25 @@ func (r *result) figures() string {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "  %-20s form %-18s gate attached %6s (attach held the chain after %s)  fixed set %6s  zero %6s\n", s, form,
+		method := ""
+		for _, l := range r.lines[s] {
+			if m := methodRE.FindStringSubmatch(l); m != nil {
+				method = m[1]
+			}
+		}
+		if method == "" {
+			method = "failed (rc=" + strconv.Itoa(r.steps[s]) + ")"
+		}
+		fmt.Fprintf(&b, "  %-20s method %-8s form %-18s gate attached %6s (attach held the chain after %s)  fixed set %6s  zero %6s\n", s, method, form,
 			ms(at["gate"]), held, ms(at["fixed"]), ms(at["zero"]))
 	}
 	return b.String()
 }
 
 var (
-	heldRE = regexp.MustCompile(`held after ([0-9.]+[µm]?s)`)
-	formRE = regexp.MustCompile(`gate attached, form (.+?) \((?:load|preloaded)`)
+	methodRE = regexp.MustCompile(`drill passed: .* with --method (\S+);`)
+	heldRE   = regexp.MustCompile(`held after ([0-9.]+[µm]?s)`)
+	formRE   = regexp.MustCompile(`gate attached, form (.+?) \((?:load|preloaded)`)
 )
 
 var clockRE = regexp.MustCompile(`^freeze: (\d\d:\d\d:\d\d\.\d\d\d) `)
