@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -94,14 +95,14 @@ func serveGuard(o out, g *guard.Guard, w *guard.Watcher, health string, say func
 		}
 	}
 	if health != "" {
-		ln, err := net.Listen("tcp", health)
+		ln, err := net.Listen("tcp", healthAddr(health))
 		if err != nil {
 			o.errorf("guard: --health %s: %v", health, err)
 			o.hintf("choose a free port")
 			return exitRefused
 		}
-		srv := &http.Server{Handler: healthHandler(g), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
+		srv := healthServer(g)
+		go srv.Serve(limitListener(ln, healthConns))
 		defer srv.Close()
 	}
 	w.Reap()
@@ -122,6 +123,76 @@ func serveGuard(o out, g *guard.Guard, w *guard.Watcher, health string, say func
 		w.Write(false)
 	}
 	return exitZero
+}
+
+// healthConns bounds the health port's open connections: each is a
+// descriptor of the guard's, and 20,000 idle ones took it to its
+// descriptor limit, where a request then ran without its run lock or its
+// gate ("too many open files"). A probe needs one; a connection past the
+// bound is closed as soon as it is accepted, so a flood neither holds
+// the guard's descriptors nor queues the probe behind it.
+const healthConns = 8
+
+// healthServer is the health port's server, every phase of a connection
+// bounded: a client that sends nothing, reads nothing, or keeps its
+// connection open is cut off within seconds (a probe takes milliseconds).
+func healthServer(g *guard.Guard) *http.Server {
+	return &http.Server{Handler: healthHandler(g), ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
+		WriteTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second, MaxHeaderBytes: 4 << 10}
+}
+
+// healthAddr is --health's address, on loopback when it names only a
+// port (":9479" or "9479"): the port is for a local probe, and the
+// guard's descriptors are not for the network to hold. An address
+// given in full (the DaemonSet's pod IP) is taken as it is.
+func healthAddr(a string) string {
+	if !strings.Contains(a, ":") {
+		return "127.0.0.1:" + a
+	}
+	if strings.HasPrefix(a, ":") {
+		return "127.0.0.1" + a
+	}
+	return a
+}
+
+// limitListener keeps at most n connections open at once (as
+// golang.org/x/net/netutil's LimitListener, which this module does not
+// otherwise need, but shedding rather than waiting): a connection past
+// the bound is closed at once.
+func limitListener(l net.Listener, n int) net.Listener {
+	return &limited{Listener: l, slots: make(chan struct{}, n)}
+}
+
+type limited struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }
 
 // healthHandler answers a liveness probe that does not exec (Kubernetes'
@@ -256,8 +327,11 @@ Options:
                         (node_exporter's textfile collector), written
                         atomically
         --metrics-every D  how often (default 15s; 5s to 1h)
-        --health ADDR   answer GET /healthz on ADDR (host:port): 200
-                        while the guard's heartbeat is fresh, for a
-                        liveness probe that does not exec (Kubernetes)
+        --health ADDR   answer GET /healthz on ADDR (host:port, or a
+                        port alone for 127.0.0.1): 200 while the
+                        guard's heartbeat is fresh, for a liveness probe
+                        that does not exec (Kubernetes); at most 8
+                        connections at once (more are closed at once),
+                        each cut off after 2s
     -h, --help          this text
 `

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand"
 	"net"
@@ -352,5 +353,92 @@ func TestGuardHealthEndpoint(t *testing.T) {
 	}
 	if code != http.StatusOK || strings.TrimSpace(body) != "armed" {
 		t.Fatalf("GET /healthz: %d %q; stderr:\n%s", code, body, g.Stderr())
+	}
+}
+
+// The health port cannot take the guard's descriptors: 2,000 idle
+// connections held open (the audit's move: 4,000 took the guard from 34
+// to 4,034 descriptors, and at 20,000 a request ran without its run lock
+// or its gate) leave the guard's descriptors and memory bounded, the
+// probe answered once they are cut off, and a request through the guard
+// still reaches zero.
+func TestGuardHealthPortIsBounded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard's harness cgroup")
+	}
+	bin := buildFreeze(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", dir, "--health", addr}})
+	waitFor(t, g, "freeze: guard: armed", 60*time.Second)
+	fds := func() int {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", g.Leader))
+		if err != nil {
+			t.Fatalf("the guard's descriptors: %v", err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 2000; i++ {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(500 * time.Millisecond)
+	// Bounds, as literals: the guard's own (34 here) plus at most the 8
+	// the port takes, and room for its request machinery.
+	if n := fds(); n > before+16 {
+		t.Fatalf("with 2,000 idle connections the guard holds %d descriptors (%d before)", n, before)
+	}
+	if rss := rssKiB(t, g.Leader); rss > 200<<10 {
+		t.Fatalf("with 2,000 idle connections the guard's resident memory is %d KiB", rss)
+	}
+	// A request through the guard runs with its lock and its gate.
+	tmp := filepath.Join(t.TempDir(), "drill-tmp")
+	os.Mkdir(tmp, 0o755)
+	d := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Env: []string{"TMPDIR=" + tmp}, Cap: 2500, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{bin, "drill", "--size", "50", "--guard", "socket", "--run-dir", dir}})
+	if ws, ok := d.Exit(110 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("a drill through the guard beside 2,000 idle connections: exit %d (finished %v):\n%s\nguard:\n%s", ws.ExitStatus(), ok, d.Stderr(), g.Stderr())
+	}
+	if strings.Contains(g.Stderr(), "too many open files") {
+		t.Fatalf("the guard ran out of descriptors:\n%s", g.Stderr())
+	}
+	// The idle ones are cut off, and the probe is answered again.
+	client := &http.Client{Timeout: 5 * time.Second}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := client.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("GET /healthz not answered 30 s after 2,000 idle connections: %v", err)
+		}
+	}
+}
+
+// A port alone binds loopback, not every address.
+func TestHealthAddrDefaultsToLoopback(t *testing.T) {
+	for in, want := range map[string]string{"9479": "127.0.0.1:9479", ":9479": "127.0.0.1:9479", "0.0.0.0:9479": "0.0.0.0:9479", "10.1.2.3:9479": "10.1.2.3:9479"} {
+		if got := healthAddr(in); got != want {
+			t.Errorf("healthAddr(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"freeze/internal/contain"
 	"freeze/internal/incident"
 	"freeze/internal/match"
+	"freeze/internal/safedir"
 	"freeze/internal/timeline"
 )
 
@@ -171,7 +172,10 @@ func writeRunReport(o out, f runFlags, rep contain.Report, code int, why, tl str
 		fmt.Fprintln(o.stdout, string(b))
 	}
 	if f.report != "" {
-		if err := os.WriteFile(f.report, append(b, '\n'), 0o644); err != nil {
+		// By descriptor, replacing whatever stands at the name: a user's
+		// symlink there (in /tmp, say) must not make root truncate the
+		// file it points to.
+		if err := safedir.WriteFile(f.report, append(b, '\n'), 0o644); err != nil {
 			o.warnf("run: --report %s: %v", f.report, err)
 		}
 	}

@@ -508,3 +508,38 @@ func removeKeptTimeline(t *testing.T, said string) {
 		}
 	}
 }
+
+// --report through a user's symlink in a world-writable directory (the
+// audit's move: root replaced a 0600 root file with the report's JSON,
+// and a dangling link made it create a file of the user's choosing):
+// the link is replaced by the report, and what it pointed to is not
+// touched.
+func TestRunReportFollowsNoSymlink(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "tmp")
+	os.Mkdir(shared, 0o777)
+	os.Chmod(shared, 0o1777)
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chosen := filepath.Join(dir, "chosen")
+	for _, l := range [][2]string{{"report.json", victim}, {"dangling.json", chosen}} {
+		link := filepath.Join(shared, l[0])
+		os.Symlink(l[1], link)
+		if _, code := runUnder(t, []string{bin, "run", "--report", link, "-t", filepath.Join(dir, l[0]+".jsonl"), "--", "/bin/true"}, 30*time.Second); code != 0 {
+			t.Fatalf("freeze run --report %s: exit %d", link, code)
+		}
+		if b, err := os.ReadFile(link); err != nil || !strings.Contains(string(b), `"exit": 0`) {
+			t.Errorf("the report at %s: %q, %v", link, b, err)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root only\n" {
+		t.Errorf("--report wrote through a symlink: the file it pointed to reads %q", b)
+	}
+	if _, err := os.Lstat(chosen); !os.IsNotExist(err) {
+		t.Errorf("--report through a dangling symlink created %s", chosen)
+	}
+}

@@ -28,10 +28,10 @@ const (
 func teardown(cp *capped) (bool, error) {
 	switch cp.kind {
 	case CapCgroup2:
-		return teardownV2(cp.pids)
+		return teardownV2(cp, cp.pids)
 	case CapCgroup1:
 		if cp.v2 != "" {
-			ok, err := teardownV2(cp.v2)
+			ok, err := teardownV2(cp, cp.v2)
 			if ok {
 				// The v2 group is empty: so is the pids group, which
 				// holds the same processes; confirm it too.
@@ -47,8 +47,13 @@ func teardown(cp *capped) (bool, error) {
 	return teardownSignals(cp)
 }
 
-// teardownV2: cgroup.freeze, pids.max 0, then cgroup.kill until empty.
-func teardownV2(dir string) (bool, error) {
+// teardownV2: cgroup.freeze, pids.max 0, then cgroup.kill until empty;
+// before 5.14, where there is no cgroup.kill (Debian 11's 5.10: the
+// write failed with "permission denied", and freeze run exited 121 with
+// the group already frozen), each member of cp is killed by pidfd, round
+// by round: a frozen task still dies of SIGKILL (cgroup-v2.rst, "fatal
+// signals").
+func teardownV2(cp *capped, dir string) (bool, error) {
 	write(dir, "pids.max", "0")
 	// Frozen first, then killed at once: cgroup.kill does not wait for
 	// the freeze to settle, and kills a child born mid-kill too (it marks
@@ -57,6 +62,8 @@ func teardownV2(dir string) (bool, error) {
 	if err := write(dir, "cgroup.freeze", "1"); err != nil {
 		return false, err
 	}
+	_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+	noKill := os.IsNotExist(err)
 	empty := 0
 	for n := 0; n < rounds && empty < 2; n++ {
 		if events(dir)["populated"] == 0 {
@@ -64,7 +71,9 @@ func teardownV2(dir string) (bool, error) {
 			continue
 		}
 		empty = 0
-		if err := write(dir, "cgroup.kill", "1"); err != nil {
+		if noKill {
+			killPinned(cp, stats(cp))
+		} else if err := write(dir, "cgroup.kill", "1"); err != nil {
 			return false, err
 		}
 		poll(roundWait, func() bool { return events(dir)["populated"] == 0 })

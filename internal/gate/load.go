@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/rlimit"
 )
 
 // loader loads the gate's programs one at a time against one set of
@@ -39,6 +40,14 @@ var sections = map[string]string{
 // stopping form, and the loader's own tgid for the identity reader) and
 // creates every map once.
 func newLoader(btfPath string, action uint32) (*loader, error) {
+	// Before 5.11 the kernel charged BPF maps and programs to
+	// RLIMIT_MEMLOCK (64 KiB from an init that sets nothing): on Debian
+	// 11's 5.10 every map of the gate failed with EPERM. RemoveMemlock
+	// lifts the limit only where the kernel still charges it (it probes
+	// for memcg accounting first).
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK for the gate's maps (kernels before 5.11 charge them to it): %w", err)
+	}
 	spec, err := loadGate()
 	if err != nil {
 		return nil, fmt.Errorf("the gate's object: %w", err)

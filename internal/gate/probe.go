@@ -124,6 +124,10 @@ func Explain(err error) string {
 	switch {
 	case errors.Is(err, ErrUnsupported):
 		return msg
+	case errors.Is(err, unix.EINVAL) && strings.Contains(msg, "map create") && (strings.Contains(msg, "map gated") || strings.Contains(msg, "map killed")):
+		// Seen on Debian 11's 5.10: the gate's marks are task-local
+		// storage, a map type from 5.11.
+		return msg + " (this kernel lacks task-local storage, which the gate keeps its marks in: Linux 5.11 has it)"
 	case errors.Is(err, unix.EPERM):
 		return msg + " (not root, or refused by lockdown or a security module)"
 	case errors.Is(err, unix.EINVAL) && strings.Contains(msg, "lsm"):

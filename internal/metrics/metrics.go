@@ -10,6 +10,7 @@
 package metrics
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"freeze/internal/census"
+	"freeze/internal/safedir"
 	"freeze/internal/version"
 )
 
@@ -133,9 +135,23 @@ func Write(w io.Writer, r *census.Report, g *Guard) error {
 
 // WriteFile replaces path with the metrics, atomically (a temporary file
 // renamed over it), as the textfile collector needs: it must never read
-// half a file.
+// half a file. Not client_golang's WriteToTextfile: it chmods its
+// temporary file by name before the rename, and the owner of the
+// metrics directory swapped that file three times out of three, turning
+// root's 0600 file 0644. safedir.WriteFile makes it O_EXCL|O_NOFOLLOW,
+// fchmods the descriptor and renames within the directory's descriptor.
 func WriteFile(path string, r *census.Report, g *Guard) error {
-	return prometheus.WriteToTextfile(path, Registry(r, g))
+	mfs, err := Registry(r, g).Gather()
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			return err
+		}
+	}
+	return safedir.WriteFile(path, b.Bytes(), 0o644)
 }
 
 func b2f(b bool) float64 {

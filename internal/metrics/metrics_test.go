@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,64 @@ func TestNonUTF8PathsDoNotPanic(t *testing.T) {
 			t.Errorf("no series for %q: %v", want, seen)
 		}
 	}
+}
+
+// The metrics directory's owner swaps every new file in it for a symlink
+// to a root file of mode 0600, as fast as it can, while the metrics are
+// written 300 times (the audit's move against WriteToTextfile, which
+// chmods its temporary file by name: three swaps in three made root's
+// file 0644). The root file keeps its mode and content, and the metrics
+// file is whole.
+func TestWriteFileSurvivesASwappedTemporaryFile(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "textfile")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(base, "shadow")
+	if err := os.WriteFile(victim, []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "freeze.prom")
+	stop := make(chan struct{})
+	swaps := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if e.Name() == "freeze.prom" || e.Type()&os.ModeSymlink != 0 {
+					continue
+				}
+				p := filepath.Join(dir, e.Name())
+				if os.Rename(p, p+".moved") == nil && os.Symlink(victim, p) == nil {
+					swaps++
+				}
+			}
+		}
+	}()
+	r := &census.Report{Cores: 2, Sample: 1}
+	for i := 0; i < 300; i++ {
+		WriteFile(path, r, nil)
+	}
+	close(stop)
+	<-done
+	st, err := os.Stat(victim)
+	b, _ := os.ReadFile(victim)
+	if err != nil || st.Mode().Perm() != 0o600 || string(b) != "root only\n" {
+		t.Fatalf("after %d swaps the root file is mode %v, reads %q", swaps, st.Mode().Perm(), b)
+	}
+	if err := WriteFile(path, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "freeze_") {
+		t.Fatalf("the metrics file is not whole:\n%s", b)
+	}
+	t.Logf("%d swaps", swaps)
 }

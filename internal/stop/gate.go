@@ -93,7 +93,9 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 			return nil, preloaded, err
 		}
 	}
-	if err = g.Attach(); err != nil {
+	// Held first: the refusal (where this form has one) goes on
+	// attaching beside the scan and the kill, and is settled at the end.
+	if err = g.AttachHeld(); err != nil {
 		g.Close()
 		return nil, preloaded, err
 	}
@@ -108,7 +110,11 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 	if preloaded {
 		how = "preloaded, filled in"
 	}
-	msg := fmt.Sprintf("gate attached, form %s (%s %s, attach %s, held after %s): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, timeline.Dur(g.LoadTook), timeline.Dur(g.AttachTook), timeline.Dur(g.HeldTook), gateAction(g))
+	attach := "attach " + timeline.Dur(g.AttachTook)
+	if g.Settling() {
+		attach = "the refusal still attaching, beside the kill"
+	}
+	msg := fmt.Sprintf("gate attached, form %s (%s %s, %s, held after %s): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, timeline.Dur(g.LoadTook), attach, timeline.Dur(g.HeldTook), gateAction(g))
 	if note != "" {
 		msg += "; " + note
 	}
@@ -244,16 +250,28 @@ func (r *run) closeGate() {
 	if g == nil {
 		return
 	}
+	settling := g.Settling()
+	serr := g.Settle()
 	c, cerr := g.Counters()
 	err := g.Close()
 	r.gateOn = nil
 	d := timeline.GateDetached{Action: gateAction(g), Form: g.Form.Word(), ForksStopped: c.Forks(), ExecsStopped: c.Execs(),
 		ForksRefused: c.ForksRefused, ExecsRefused: c.ExecsRefused, TargetExecs: c.TargetExecs, Lineage: c.Lineage}
+	if settling {
+		d.AttachMS = ms(g.AttachTook)
+	}
 	msg := fmt.Sprintf("gate detached: it %s %s and %s of the chain and %s of a target, and gated %s by lineage", gateAction(g),
 		match.Count(int(c.Forks()), "fork attempt", "fork attempts"), match.Count(int(c.Execs()), "exec attempt", "exec attempts"),
 		match.Count(int(c.TargetExecs), "exec", "execs"), match.Count(int(c.Lineage), "child", "children"))
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
+	}
+	if settling && serr == nil {
+		msg += fmt.Sprintf("; the refusal had attached %s after the run's attach began, beside the kill", timeline.Dur(g.AttachTook))
+	}
+	if serr != nil {
+		d.AttachError = serr.Error()
+		msg += "; the refusal did not attach (the chain was held by the stop): " + serr.Error()
 	}
 	if err != nil {
 		d.Error = err.Error()

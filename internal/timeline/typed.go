@@ -103,6 +103,11 @@ type GateDetached struct {
 	TargetExecs  uint64 `json:"target_execs"`
 	Lineage      uint64 `json:"lineage"`
 	Error        string `json:"error,omitempty"`
+	// AttachMS is when the rest of the gate (the refusal) had attached,
+	// from the start of the attach, where it attached beside the kill;
+	// AttachError why it did not.
+	AttachMS    float64 `json:"attach_ms,omitempty"`
+	AttachError string  `json:"attach_error,omitempty"`
 }
 
 // SurvivorsLeft are the pids alive when the rounds ran out (StepSurvivors).
