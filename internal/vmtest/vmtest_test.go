@@ -175,7 +175,7 @@ type result struct {
 var (
 	endRE  = regexp.MustCompile(`^VMTEST END (\S+) rc=(\d+)$`)
 	testRE = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+)`)
-	kernRE = regexp.MustCompile(`^VMTEST KERNEL (\S+) lsm=(\S*) `)
+	kernRE = regexp.MustCompile(`VMTEST KERNEL (\S+) lsm=(\S*) `) // not anchored: 7.2 clears the console before it
 )
 
 func runBoot(t *testing.T, qemu string, b boot, archives ...string) *result {
