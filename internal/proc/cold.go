@@ -117,3 +117,18 @@ func (p FS) Policies(pid int) (map[int]int, error) {
 	}
 	return out, nil
 }
+
+// UID is the real user id of process pid (the Uid line of its status):
+// who owns a chain, for the rules that act only on the chain's owner's
+// files.
+func (p FS) UID(pid int) (int, error) {
+	pr, err := p.procOf(pid)
+	if err != nil {
+		return 0, gone(err)
+	}
+	st, err := pr.NewStatus()
+	if err != nil {
+		return 0, gone(err)
+	}
+	return int(st.UIDs[0]), nil
+}

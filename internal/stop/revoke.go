@@ -13,35 +13,67 @@ import (
 
 	"freeze/internal/freeze"
 	"freeze/internal/match"
+	"freeze/internal/proc"
 	"freeze/internal/safedir"
 	"freeze/internal/timeline"
 )
 
 // checkRevocations applies the guard to every file to revoke: the targets,
 // and the files under --under directories that matches run. It changes
-// nothing.
+// nothing. Each is revoked only as the identity that was matched: a
+// target's file as match resolved it, an --under file as its processes'
+// own /proc/PID/exe. CheckRevoke resolves the path again, and the chain's
+// owner can swap a directory of the path for a symlink in between (the
+// audit's RENAME_EXCHANGE loop made root revoke a root file nobody
+// named): a file that resolves to another identity is refused, and so is
+// one whose owner is neither root nor the owner of a process of the
+// chain that runs it.
 func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error) {
-	var files []string
+	type file struct {
+		path string
+		want proc.File
+	}
+	var files []file
 	seen := map[string]bool{}
-	add := func(p string) {
+	add := func(p string, want proc.File) {
 		if p != "" && !seen[p] {
 			seen[p] = true
-			files = append(files, p)
+			files = append(files, file{p, want})
 		}
 	}
 	for _, t := range c.Spec.Targets {
-		add(t.Path)
+		add(t.Path, t.File)
 	}
+	owners := map[[2]uint64]map[int]bool{} // identity -> uids running it
 	for _, p := range res.Procs {
+		if p.Reason != match.ByPath && p.Reason != match.ByUnder {
+			continue
+		}
+		f, err := c.FS.ExeFile(p.PID)
+		if err != nil {
+			continue
+		}
+		id := [2]uint64{f.Dev, f.Ino}
+		if owners[id] == nil {
+			owners[id] = map[int]bool{}
+		}
+		if len(owners[id]) < 8 { // a chain has one owner, or a few
+			if uid, err := c.FS.UID(p.PID); err == nil {
+				owners[id][uid] = true
+			}
+		}
 		if p.Reason == match.ByUnder {
-			add(p.Exe)
+			add(p.Exe, f)
 		}
 	}
 	roots := freeze.DisposableRoots(c.Disposable)
 	var revs []freeze.Revocation
 	var refused []error
 	for _, f := range files {
-		r, err := freeze.CheckRevoke(f, roots, c.Force)
+		r, err := freeze.CheckRevoke(f.path, roots, c.Force)
+		if err == nil {
+			err = sameFile(r, f.want, owners[[2]uint64{r.Dev, r.Ino}])
+		}
 		if err != nil {
 			refused = append(refused, err)
 			continue
@@ -49,6 +81,20 @@ func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error)
 		revs = append(revs, r)
 	}
 	return revs, refused
+}
+
+// sameFile refuses a revocation of anything but the file that was
+// matched, and of a file neither root nor the chain's owner owns.
+func sameFile(r freeze.Revocation, want proc.File, uids map[int]bool) error {
+	if r.Dev != want.Dev || r.Ino != want.Ino {
+		return &freeze.GuardError{Path: r.Path, Rule: fmt.Sprintf("is not the file that was matched (now device %d inode %d, matched device %d inode %d): its path changed between the match and the revocation", r.Dev, r.Ino, want.Dev, want.Ino),
+			Hint: "a directory of the path was replaced (by its owner?): freeze without --revoke-exec, and look at who can write that path"}
+	}
+	if r.UID != 0 && !uids[r.UID] {
+		return &freeze.GuardError{Path: r.Path, Rule: fmt.Sprintf("belongs to uid %d, who runs no process of the chain", r.UID),
+			Hint: "revoke only the chain's own binary: freeze without --revoke-exec"}
+	}
+	return nil
 }
 
 // revFields records a revocation, with all that Revocations needs to put

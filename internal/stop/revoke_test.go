@@ -3,11 +3,16 @@ package stop
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"freeze/internal/containtest"
 	"freeze/internal/freeze"
+	"freeze/internal/match"
+	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
 
@@ -125,5 +130,63 @@ func TestRevokeExecDoesNotStopAForkOnlyChain(t *testing.T) {
 	at := c.Population()
 	if n := c.WaitPopulation(at+50, 60*time.Second); n < at+50 {
 		t.Fatalf("a fork-only chain went from %d to only %d in 60 s with exec revoked; forks need no exec bit, so it should keep growing", at, n)
+	}
+}
+
+// The audit's move against --revoke-exec: the chain's owner swaps a
+// directory of the matched path for a symlink to a directory holding a
+// root file of the same name (RENAME_EXCHANGE), between the match and the
+// revocation. The check resolves the path again and finds the root file:
+// it is refused as not the file that was matched, and its mode is kept.
+// And a file of another owner than the chain's is refused too.
+func TestRevokeRefusesAFileSwappedInAfterTheMatch(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the victim file is root's, the attacker's another uid's")
+	}
+	base := t.TempDir()
+	att := filepath.Join(base, "att")
+	os.MkdirAll(filepath.Join(att, "d"), 0o755)
+	tool := filepath.Join(att, "d", "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/false\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victimDir := filepath.Join(base, "victim")
+	os.Mkdir(victimDir, 0o755)
+	victim := filepath.Join(victimDir, "tool")
+	if err := os.WriteFile(victim, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := match.Resolve(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The swap: att/d and a symlink to the victim's directory exchange
+	// places, in one step.
+	link := filepath.Join(att, "link")
+	if err := os.Symlink(victimDir, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, link, unix.AT_FDCWD, filepath.Join(att, "d"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Spec: match.Spec{Targets: []match.Target{tg}}, FS: proc.Default, Disposable: []string{base}}
+	revs, refused := checkRevocations(c, match.Result{})
+	if len(revs) != 0 || len(refused) != 1 || !strings.Contains(refused[0].Error(), "is not the file that was matched") {
+		t.Fatalf("after the swap: revocations %+v, refusals %v; want the one refused as not the matched file", revs, refused)
+	}
+	if st, _ := os.Stat(victim); st.Mode().Perm() != 0o755 {
+		t.Fatalf("the root file's mode is %v", st.Mode().Perm())
+	}
+
+	// Swapped back, the matched file is revocable only by its owner's
+	// chain: owned by uid 4242, who runs nothing of it, it is refused.
+	unix.Renameat2(unix.AT_FDCWD, link, unix.AT_FDCWD, filepath.Join(att, "d"), unix.RENAME_EXCHANGE)
+	os.Chown(tool, 4242, 4242)
+	if revs, refused := checkRevocations(c, match.Result{}); len(revs) != 0 || len(refused) != 1 || !strings.Contains(refused[0].Error(), "runs no process of the chain") {
+		t.Fatalf("another user's file: revocations %+v, refusals %v", revs, refused)
+	}
+	os.Chown(tool, 0, 0)
+	if revs, refused := checkRevocations(c, match.Result{}); len(revs) != 1 || len(refused) != 0 {
+		t.Fatalf("root's matched file: revocations %+v, refusals %v", revs, refused)
 	}
 }
