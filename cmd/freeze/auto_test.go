@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/gate"
+	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
 
@@ -108,6 +112,10 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 	t.Run("chain", func(t *testing.T) {
 		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "runaway", Dir: cache, Cap: 3000, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
 		removeGroupAtCleanup(t, c.Path)
+		// Another user runs the same file beside the chain (the audit's
+		// root process of a shared tool beside a user's chain, the other
+		// way round): the hold is the chain's owner's, and leaves it be.
+		other := otherUsersProcess(t, c.Path, 65534)
 		e := waitLog(t, run, 60*time.Second, func(e map[string]any) bool {
 			return e["event"] == "request" && e["source"] == "auto"
 		})
@@ -118,8 +126,18 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 			t.Fatalf("the automatic run: %v\n%s", e, g.Stderr())
 		}
 		words, _ := e["request"].([]any)
-		if ws := toString(words); ws != "--path "+c.Path+" --hold" {
-			t.Fatalf("the automatic request %v: want --path %s --hold", words, c.Path)
+		if ws := toString(words); ws != "--path "+c.Path+" --uid 0 --hold" {
+			t.Fatalf("the automatic request %v: want --path %s --uid 0 --hold", words, c.Path)
+		}
+		look := waitLog(t, run, 5*time.Second, func(e map[string]any) bool { return e["event"] == "auto-look" && e["act"] == true })
+		if look["left_out"] != 1.0 || !strings.Contains(fmt.Sprint(look["why"]), "left alone") {
+			t.Errorf("the judgement does not say it left the other user's process out: %v", look)
+		}
+		if st, err := proc.Default.ReadStat(other); err != nil || st.State == 'T' {
+			t.Errorf("the other user's process of the file: %v, state %c (want alive, not stopped)", err, st.State)
+		}
+		if cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", other)); strings.Contains(string(cg), "/freeze-") {
+			t.Errorf("the other user's process of the file was moved into the hold's group:\n%s", cg)
 		}
 		peak := c.Peak()
 		t.Logf("held at a peak of %d tasks", peak)
@@ -142,4 +160,32 @@ func toString(v []any) string {
 		}
 	}
 	return strings.Join(s, " ")
+}
+
+// otherUsersProcess starts one process of file as uid, held at the
+// fixture's gate (it reads stdin, which nobody writes, and never forks),
+// in a process group of its own killed at cleanup; it returns its pid.
+// The directories down to file are opened to others for it.
+func otherUsersProcess(t *testing.T, file string, uid uint32) int {
+	t.Helper()
+	for d := filepath.Dir(file); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(file, "-g")
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s as uid %d: %v", file, uid, err)
+	}
+	r.Close()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		w.Close()
+	})
+	return cmd.Process.Pid
 }

@@ -73,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 type stopFlags struct {
 	words              []string // as given, for the record and the run lock
 	paths, under, args []string
+	uids               []int
 	noDesc, hold       bool
 	dryRun, jsonOut    bool
 	force              bool
@@ -191,6 +192,7 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	fl.StringArrayVarP(&f.paths, "path", "p", nil, "")
 	fl.StringArrayVarP(&f.under, "under", "u", nil, "")
 	fl.StringArrayVarP(&f.args, "arg", "a", nil, "")
+	fl.IntSliceVar(&f.uids, "uid", nil, "")
 	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
 	fl.StringVarP(&f.method, "method", "m", "auto", "")
 	fl.StringVar(&f.btf, "btf", "", "")
@@ -293,7 +295,14 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 		}
 		spec.Under = append(spec.Under, real)
 	}
-	spec.Args, spec.NoDescendants = f.args, f.noDesc
+	for _, u := range f.uids {
+		if u < 0 {
+			o.errorf("--uid %d: a user id is 0 or more", u)
+			o.hintf("name the chain's owner, as 'ps -o uid= -p PID' prints it")
+			return spec, exitUsage
+		}
+	}
+	spec.Args, spec.UIDs, spec.NoDescendants = f.args, f.uids, f.noDesc
 	return spec, 0
 }
 

@@ -43,6 +43,8 @@ Options:
                              such as a test cache (repeatable)
     -a, --arg STRING         only processes with an argv element equal to
                              STRING: needed for interpreters (repeatable)
+        --uid UID            only processes of user UID (repeatable): one
+                             user's chain, where others run the same file
         --no-descendants     leave out the descendants of matches
     -m, --method METHOD      auto (default: bpf where it loads, else the
                              first of cgroup2, cgroup1, sigstop), bpf,

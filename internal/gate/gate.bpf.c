@@ -118,6 +118,25 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+// owners limits gating by file to tasks whose effective uid is in it,
+// when by_owner[0] is 1 (--uid, and every automatic hold of the guard):
+// one user's chain is held, another user's process of the same file is
+// not. Filled with the targets, after loading (a guard's spare gate is
+// loaded before it knows any).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u8);
+} owners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} by_owner SEC(".maps");
+
 static __always_inline void count(__u32 i)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &i);
@@ -133,6 +152,21 @@ static __always_inline int is_target(struct file *f)
 	id.ino = f->f_inode->i_ino;
 	id.dev = f->f_inode->i_sb->s_dev;
 	return bpf_map_lookup_elem(&targets, &id) != 0;
+}
+
+// owner_ok reports whether t's owner may be gated by file: always,
+// unless the run named owners (by_owner), then only theirs.
+static __always_inline int owner_ok(struct task_struct *t)
+{
+	__u32 k = 0;
+	__u32 *on = bpf_map_lookup_elem(&by_owner, &k);
+	if (!on || !*on)
+		return 1;
+	const struct cred *c = t->cred;
+	if (!c)
+		return 0;
+	__u32 uid = c->euid.val;
+	return bpf_map_lookup_elem(&owners, &uid) != 0;
 }
 
 // never reports whether t is one freeze must never gate.
@@ -159,7 +193,7 @@ static __always_inline int in_chain(struct task_struct *t)
 	if (marked(t))
 		return 1;
 	struct mm_struct *mm = t->mm;
-	return mm && is_target(mm->exe_file);
+	return mm && is_target(mm->exe_file) && owner_ok(t);
 }
 
 SEC("tp_btf/sys_enter")
@@ -204,7 +238,7 @@ int BPF_PROG(gate_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(gate_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	if (never(p) || marked(p) || !is_target(bprm->file))
+	if (never(p) || marked(p) || !is_target(bprm->file) || !owner_ok(p))
 		return 0;
 	bpf_task_storage_get(&gated, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	bpf_send_signal(action);
@@ -241,7 +275,7 @@ static __always_inline int refuse_exec(struct linux_binprm *bprm, int ret)
 		count(C_EXEC_REFUSED);
 		return -EACCES;
 	}
-	if (is_target(bprm->file)) {
+	if (is_target(bprm->file) && owner_ok(t)) {
 		// Someone outside the chain starting a new hop: refused, and not
 		// marked (an operator's shell that tried stays free).
 		count(C_TARGET_EXEC);

@@ -269,6 +269,26 @@ func (g *Gate) Fill(files []File, exempt []int) error {
 	return nil
 }
 
+// Owners limits gating by file to processes whose effective uid is one
+// of uids (--uid, and every automatic hold of the guard): one user's
+// chain is held, and another user's process of the same file is never
+// stopped or refused by file. Call it before Attach.
+func (g *Gate) Owners(uids []int) error {
+	if len(uids) == 0 {
+		return nil
+	}
+	owners, on := g.ld.maps["owners"], g.ld.maps["by_owner"]
+	if owners == nil || on == nil {
+		return errors.New("gate: this gate object has no owner filter")
+	}
+	for _, u := range uids {
+		if err := owners.Put(uint32(u), uint8(1)); err != nil {
+			return fmt.Errorf("gate: owner uid %d: %w", u, err)
+		}
+	}
+	return on.Put(uint32(0), uint32(1))
+}
+
 // fileID is a file's identity as the kernel holds it, computed from
 // stat(2)'s: the inode's super_block s_dev is MKDEV(major, minor) =
 // major<<20 | minor, which is not st_dev's encoding. Right where stat's

@@ -41,6 +41,14 @@ struct mm_struct {
 	struct file *exe_file;
 } __PRESERVE;
 
+typedef struct {
+	__u32 val;
+} kuid_t;
+
+struct cred {
+	kuid_t euid;
+} __PRESERVE;
+
 struct task_struct {
 	unsigned int __state;
 	unsigned int flags;
@@ -52,6 +60,7 @@ struct task_struct {
 	struct task_struct *group_leader;
 	__u64 start_boottime;
 	char comm[16];
+	const struct cred *cred;
 } __PRESERVE;
 
 struct linux_binprm {

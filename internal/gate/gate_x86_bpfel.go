@@ -46,11 +46,13 @@ type gateTaskRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	gateMapByOwner           = "by_owner"
 	gateMapCounters          = "counters"
 	gateMapExempt            = "exempt"
 	gateMapForkCounts        = "fork_counts"
 	gateMapGated             = "gated"
 	gateMapKilled            = "killed"
+	gateMapOwners            = "owners"
 	gateMapTargets           = "targets"
 	gateProgCountSysEnter    = "count_sys_enter"
 	gateProgGateBprmCheck    = "gate_bprm_check"
@@ -128,11 +130,13 @@ type gateProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateMapSpecs struct {
+	ByOwner    *ebpf.MapSpec `ebpf:"by_owner"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Exempt     *ebpf.MapSpec `ebpf:"exempt"`
 	ForkCounts *ebpf.MapSpec `ebpf:"fork_counts"`
 	Gated      *ebpf.MapSpec `ebpf:"gated"`
 	Killed     *ebpf.MapSpec `ebpf:"killed"`
+	Owners     *ebpf.MapSpec `ebpf:"owners"`
 	Targets    *ebpf.MapSpec `ebpf:"targets"`
 }
 
@@ -166,21 +170,25 @@ func (o *gateObjects) Close() error {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateMaps struct {
+	ByOwner    *ebpf.Map `ebpf:"by_owner"`
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Exempt     *ebpf.Map `ebpf:"exempt"`
 	ForkCounts *ebpf.Map `ebpf:"fork_counts"`
 	Gated      *ebpf.Map `ebpf:"gated"`
 	Killed     *ebpf.Map `ebpf:"killed"`
+	Owners     *ebpf.Map `ebpf:"owners"`
 	Targets    *ebpf.Map `ebpf:"targets"`
 }
 
 func (m *gateMaps) Close() error {
 	return _GateClose(
+		m.ByOwner,
 		m.Counters,
 		m.Exempt,
 		m.ForkCounts,
 		m.Gated,
 		m.Killed,
+		m.Owners,
 		m.Targets,
 	)
 }

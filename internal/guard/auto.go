@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,6 +106,11 @@ type Verdict struct {
 	// File is the judged file's identity, which the run must still find
 	// at Path (Asked.Judged).
 	File proc.File
+	// UID is the owner of the judged chain (its deepest lineage); the run
+	// holds that user's processes of the file (--uid) and none other's.
+	// LeftOut counts the live processes of the file other users own.
+	UID     int
+	LeftOut int
 }
 
 // judge scans /proc for the suspect's processes and applies the rule.
@@ -117,6 +123,7 @@ func (a *Auto) judge(s suspect) Verdict {
 	}
 	parent := map[int]int{}
 	mine := map[int]bool{}
+	uid := map[int]int{}
 	for _, pid := range pids {
 		f, err := proc.Default.ExeFile(pid)
 		if err != nil || gate.KeyOf(f) != s.key {
@@ -127,17 +134,36 @@ func (a *Auto) judge(s suspect) Verdict {
 			continue
 		}
 		mine[pid], parent[pid] = true, st.PPID
+		if u, err := proc.Default.UID(pid); err == nil {
+			uid[pid] = u
+		} else {
+			uid[pid] = -1
+		}
 		if v.Path == "" {
 			v.Path, _, _ = proc.Default.ExePath(pid)
 		}
 	}
-	v.Live = len(mine)
+	// The chain is its deepest lineage of one owner: a process counts
+	// deeper only through a parent of the same file and the same user.
+	// Its owner's processes are the chain; another user's processes of
+	// the same file (root running a shared tool, say) are left out of
+	// the count and of the hold.
+	v.UID = -1
 	for pid := range mine {
 		d := 1
-		for p := parent[pid]; mine[p] && d < AutoDepth; p = parent[p] {
+		for p := parent[pid]; mine[p] && uid[p] == uid[pid] && d < AutoDepth; p = parent[p] {
 			d++
 		}
-		v.Depth = max(v.Depth, d)
+		if d > v.Depth {
+			v.Depth, v.UID = d, uid[pid]
+		}
+	}
+	for pid := range mine {
+		if uid[pid] == v.UID {
+			v.Live++
+		} else {
+			v.LeftOut++
+		}
 	}
 	switch {
 	case v.Path != "" && !a.within(v.Path):
@@ -148,6 +174,8 @@ func (a *Auto) judge(s suspect) Verdict {
 		v.Why = fmt.Sprintf("%d alive, not more than %d", v.Live, a.N)
 	case v.Depth < AutoDepth:
 		v.Why = fmt.Sprintf("%d alive but only %d deep (a pool, not a chain)", v.Live, v.Depth)
+	case v.UID < 0:
+		v.Why = "the chain's owner could not be read"
 	default:
 		t, act, why := a.allowed(v.Path, s.key)
 		switch {
@@ -160,10 +188,14 @@ func (a *Auto) judge(s suspect) Verdict {
 		}
 	}
 	if v.Act {
-		v.Words = []string{"--path", v.Path, "--hold"}
+		uidWord := strconv.Itoa(v.UID)
+		v.Words = []string{"--path", v.Path, "--uid", uidWord, "--hold"}
+		if v.LeftOut > 0 {
+			v.Why += fmt.Sprintf("; uid %d's chain only: %d process(es) of the file that other users run are left alone", v.UID, v.LeftOut)
+		}
 		if a.Kill {
 			if _, err := freeze.CheckRevoke(v.Path, freeze.DisposableRoots(nil), false); err == nil {
-				v.Words = []string{"--path", v.Path}
+				v.Words = []string{"--path", v.Path, "--uid", uidWord}
 				v.Why += "; disposable, so killed (--auto-kill)"
 			} else {
 				v.Why += fmt.Sprintf("; held, not killed: %v", err)
@@ -230,7 +262,8 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 			if !v.Act && v.Live <= a.N {
 				continue // busy but small: not worth a log line every look
 			}
-			g.record(map[string]any{"event": "auto-look", "path": v.Path, "live": v.Live, "depth": v.Depth, "attempts": v.Attempts, "act": v.Act, "why": v.Why})
+			g.record(map[string]any{"event": "auto-look", "path": v.Path, "live": v.Live, "depth": v.Depth, "attempts": v.Attempts, "act": v.Act, "why": v.Why,
+				"uid": v.UID, "left_out": v.LeftOut})
 			if !v.Act {
 				continue
 			}

@@ -39,9 +39,14 @@ func (r Reason) String() string {
 
 // Spec says what to match.
 type Spec struct {
-	Targets       []Target
-	Under         []string // absolute directories
-	Args          []string // an argv element must equal one of these
+	Targets []Target
+	Under   []string // absolute directories
+	Args    []string // an argv element must equal one of these
+	// UIDs, if any, limit the matches by file (path, deleted, under) to
+	// processes whose owner (the effective uid /proc/PID belongs to) is
+	// one of these: the guard's automatic hold of one user's chain must
+	// not reach another user's process of the same file (--uid).
+	UIDs          []int
 	NoDescendants bool
 }
 
@@ -333,7 +338,7 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 		return
 	}
 	r, exe, err := s.matchExe(pid, f, ferr)
-	if r != 0 && s.matchArgs(pid) {
+	if r != 0 && s.matchUID(pid) && s.matchArgs(pid) {
 		n.reason, n.exe, n.in = r, exe, true
 		l.matched++
 	}
@@ -392,6 +397,15 @@ func (s *Scanner) owner(pid int) int {
 		return int(st.Uid)
 	}
 	return -1
+}
+
+// matchUID checks the owner of a process that already passed the
+// executable filter against --uid: one stat(2) of /proc/PID.
+func (s *Scanner) matchUID(pid int) bool {
+	if len(s.spec.UIDs) == 0 {
+		return true
+	}
+	return slices.Contains(s.spec.UIDs, s.owner(pid))
 }
 
 // matchArgs reads cmdline, only for a process that already passed the

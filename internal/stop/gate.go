@@ -80,6 +80,9 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 	if preloaded {
 		t0 := time.Now()
 		g, err = spare, spare.Fill(files, gate.Exempt(r.c.FS))
+		if err == nil {
+			err = g.Owners(r.c.Spec.UIDs)
+		}
 		g.LoadTook = time.Since(t0) // preloaded: only the filling counts
 		if err != nil {
 			g.Close()
@@ -90,6 +93,10 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 			spare.Close()
 		}
 		if g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill, Form: form}); err != nil {
+			return nil, preloaded, err
+		}
+		if err = g.Owners(r.c.Spec.UIDs); err != nil {
+			g.Close()
 			return nil, preloaded, err
 		}
 	}
