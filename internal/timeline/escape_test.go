@@ -72,3 +72,35 @@ func TestRecordsAreShellInert(t *testing.T) {
 		t.Fatalf("read back %+v (%v), want the message %q", events, err, e.Msg)
 	}
 }
+
+// The Outcome line carries a user's string where the run ended with one
+// (refused, survivors, held, interrupted): the second audit's directory
+// named with a terminal escape and a markdown row was printed raw there,
+// and in the fleet table's Outcome and Method cells.
+func TestOutcomeLineAndFleetCellsAreEscaped(t *testing.T) {
+	evil := "/tmp/\x1b]0;owned\x07d\n| forged | row |"
+	events := []Event{
+		{Time: time.Unix(1700000000, 0), Step: StepStart, Msg: "freeze started"},
+		{Time: time.Unix(1700000001, 0), Step: StepRefused, Msg: "refused " + evil},
+	}
+	for _, format := range []string{"text", "markdown"} {
+		var out bytes.Buffer
+		if err := Render(&out, events, format); err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsAny(out.String(), "\x1b\x07") || strings.Contains(out.String(), "\n| forged") {
+			t.Errorf("%s: the Outcome line is raw:\n%q", format, out.String())
+		}
+	}
+	var md bytes.Buffer
+	runs := []HostRun{{Host: "h", Outcome: "zero" + evil, Method: "bpf" + evil, Exit: 0}}
+	RenderFleet(&md, runs, "markdown")
+	for _, line := range strings.Split(md.String(), "\n") {
+		if strings.HasPrefix(line, "| h ") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 11 {
+			t.Errorf("a fleet row with a forged cell: %s", line)
+		}
+	}
+	if strings.ContainsAny(md.String(), "\x1b\x07") {
+		t.Errorf("the fleet table holds a control character:\n%q", md.String())
+	}
+}

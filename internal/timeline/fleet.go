@@ -357,7 +357,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 	}
 	var counts []string
 	for k, n := range s.Outcomes {
-		counts = append(counts, fmt.Sprintf("%s %d", k, n))
+		counts = append(counts, fmt.Sprintf("%s %d", mdText(k), n))
 	}
 	sort.Strings(counts)
 	fmt.Fprintf(w, "# freeze fleet postmortem: %d hosts, %d runs\n\n", s.Hosts, len(runs))
@@ -372,7 +372,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 		if r.Exit >= 0 {
 			exit = fmt.Sprint(r.Exit)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), r.Outcome, Dash(r.Method), r.Matched, zero,
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), cell(r.Outcome), cell(Dash(r.Method)), r.Matched, zero,
 			r.Survivors, exit, cell(Dash(r.Hostname)), cell(Dash(r.Kernel)), Dash(r.Started))
 	}
 	zeroBars(w, runs)

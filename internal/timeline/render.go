@@ -98,7 +98,7 @@ func (r renderer) header(events []Event) {
 		}
 	}
 	r.heading("Outcome")
-	fmt.Fprintln(r.w, outcome(events))
+	fmt.Fprintln(r.w, r.text(outcome(events)))
 	for _, e := range events {
 		var m MethodChosen
 		if e.Step == StepMethod {
