@@ -237,6 +237,11 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 		o.hintf("freeze guard takes its requests from %s/%s and %s/%s, not from its command line", f.runDir, guard.AskName, f.runDir, guard.SocketName)
 		return f, exitUsage
 	}
+	if f.runDir == "" {
+		o.errorf("--run-dir is empty")
+		o.hintf("name the guard's directory, for example --run-dir %s", guard.DefaultRunDir)
+		return f, exitUsage
+	}
 	for _, d := range f.autoUnder {
 		if !filepath.IsAbs(d) {
 			o.errorf("--auto-under %q is not absolute", d)

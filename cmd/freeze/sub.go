@@ -259,6 +259,9 @@ func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
 		o.hintf("use tree (every process keeps forking), line (each hop hands off to the next) or churn (each starts two and exits)")
 	case f.size < 1 || f.size > drill.MaxSize:
 		o.errorf("drill: --size %d: choose 1 to %d", f.size, drill.MaxSize)
+	case f.timeout <= 0:
+		o.errorf("drill: --timeout %v: need a positive duration such as 60s", f.timeout)
+		o.hintf("it bounds the stop order; the default is %v", incident.Defaults.Timeout)
 	case err != nil:
 		o.errorf("drill: unknown --method %q", f.method)
 		o.hintf("use auto, bpf, cgroup2, cgroup1 or sigstop")
