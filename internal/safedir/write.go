@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -70,4 +71,43 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// MkdirAll makes dir and its missing parents (mode perm) the way root
+// may in a path a user can write: component by component from the root
+// (or the working directory), each opened with O_NOFOLLOW relative to
+// its parent's descriptor and made with mkdirat where it is missing, so
+// a symlink anywhere in the path is refused rather than followed (a
+// user's link in the directory part of -t made root create a file where
+// the link pointed). It returns a descriptor of dir (O_PATH), for the
+// caller's openat; the caller closes it.
+func MkdirAll(dir string, perm os.FileMode) (int, error) {
+	start := "."
+	if filepath.IsAbs(dir) {
+		start = "/"
+	}
+	fd, err := unix.Open(start, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	for _, c := range strings.Split(filepath.Clean(dir), "/") {
+		if c == "" || c == "." {
+			continue
+		}
+		next, err := unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			if err = unix.Mkdirat(fd, c, uint32(perm.Perm())); err == nil || errors.Is(err, unix.EEXIST) {
+				next, err = unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			}
+		}
+		unix.Close(fd)
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return -1, fmt.Errorf("%s: %s is a symlink or not a directory: name the directory by its real path", dir, c)
+		}
+		if err != nil {
+			return -1, fmt.Errorf("%s: %s: %w", dir, c, err)
+		}
+		fd = next
+	}
+	return fd, nil
 }

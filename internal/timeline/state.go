@@ -57,12 +57,13 @@ func RunName(prefix string) string {
 	return fmt.Sprintf("%s-%s-%d.jsonl", prefix, time.Now().UTC().Format("20060102T150405.000Z"), os.Getpid())
 }
 
-// openFile opens a timeline for appending, following no symlink at its
-// last component and never blocking (a FIFO planted at the name would
+// openFile opens a timeline for appending in the directory dfd (opened
+// by safedir.MkdirAll, no symlink in its path), following no symlink at
+// its last component and never blocking (a FIFO planted at the name would
 // hang the run before containment), and checks that it is a regular file
 // owned by the caller.
-func openFile(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
+func openFile(dfd int, path string) (*os.File, error) {
+	fd, err := unix.Openat(dfd, filepath.Base(path), unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
 	if errors.Is(err, unix.ELOOP) {
 		return nil, fmt.Errorf("%s is a symbolic link: freeze writes records only to a file of its own", path)
 	}

@@ -92,3 +92,29 @@ func TestRunNamesAreUniquePerRun(t *testing.T) {
 		t.Errorf("two runs named %s", a)
 	}
 }
+
+// -t through a user's symlink in its directory part (the audit's move:
+// MkdirAll followed it, and root created the timeline, and directories,
+// where the link pointed): refused, nothing made there.
+func TestNewFollowsNoSymlinkInTheDirectory(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "etc-like")
+	os.Mkdir(target, 0o755)
+	os.Symlink(target, filepath.Join(base, "link"))
+	for _, p := range []string{filepath.Join(base, "link", "t.jsonl"), filepath.Join(base, "link", "new", "t.jsonl")} {
+		r, err := New(p, nil)
+		if err == nil {
+			r.Close()
+			t.Errorf("New(%s) followed the symlink", p)
+		}
+	}
+	if ents, _ := os.ReadDir(target); len(ents) > 0 {
+		t.Fatalf("made in the link's target: %v", ents)
+	}
+	// A real path, with directories to make, works.
+	r, err := New(filepath.Join(base, "a", "b", "t.jsonl"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+}

@@ -19,6 +19,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/safedir"
 )
 
 // Event is one step. Fields holds the counts and decisions of the step.
@@ -106,11 +110,14 @@ func New(path string, onEvent func(Event)) (*Recorder, error) {
 	if path == "" {
 		return r, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	// The directory by descriptor, no symlink followed in any component.
+	dfd, err := safedir.MkdirAll(filepath.Dir(path), 0o755)
+	if err != nil {
 		r.path = ""
 		return r, fmt.Errorf("timeline %s: %w", path, err)
 	}
-	f, err := openFile(path)
+	f, err := openFile(dfd, path)
+	unix.Close(dfd)
 	if err != nil {
 		r.path = ""
 		return r, fmt.Errorf("timeline %s: %w", path, err)
