@@ -228,6 +228,13 @@ func command(fs proc.FS, row *Row, procs map[int]snap) string {
 			row.Reasons += "; " + path + " is not the file these processes run (another mount namespace, or replaced): find it with ls -l /proc/PID/exe"
 			return ""
 		}
+	} else if why := deletedAmbiguous(fs, path, row, procs); why != "" {
+		// A deleted file in another mount namespace: a user who ran a
+		// binary in a namespace of their own and deleted it had census
+		// print the command for the host's file of that name (the second
+		// audit), which matches the host's processes, root's among them.
+		row.Reasons += "; " + why
+		return ""
 	}
 	key := rowKey{exe, row.Dev, row.Ino}
 	cmd := "freeze --path " + match.ShellQuote(path)
@@ -244,6 +251,31 @@ func command(fs proc.FS, row *Row, procs map[int]snap) string {
 		return cmd + " --arg " + match.ShellQuote(script)
 	}
 	return cmd
+}
+
+// deletedAmbiguous says why 'freeze --path PATH' would not contain the
+// row of a deleted file at PATH, or "". freeze finds a deleted file by its
+// processes' exe links, whose text is a path in their own mount
+// namespace: where the row's processes run in another one and PATH names
+// a file here, freeze would take this host's file of that name. (In the
+// same namespace, a file rebuilt at PATH while the old one still runs is
+// the README's incident, and 'freeze --path PATH' takes both: right.)
+func deletedAmbiguous(fs proc.FS, path string, row *Row, procs map[int]snap) string {
+	self, _ := os.Readlink(fs.Root + "/self/ns/mnt")
+	for pid, s := range procs {
+		if s.id.exe != row.Exe || s.id.dev != row.Dev || s.id.ino != row.Ino {
+			continue
+		}
+		ns, err := os.Readlink(fs.Root + "/" + strconv.Itoa(pid) + "/ns/mnt")
+		if err != nil || ns == self {
+			return ""
+		}
+		if _, err := os.Lstat(path); err != nil {
+			return ""
+		}
+		return "its processes run in another mount namespace (" + ns + "), where " + path + " was deleted; here that path names another file, which 'freeze --path' would take: no command is printed; find them with ls -l /proc/PID/exe"
+	}
+	return ""
 }
 
 // scriptsRead bounds the command lines a census reads for one row.

@@ -70,3 +70,53 @@ func TestCensusNamesNoLookAlike(t *testing.T) {
 		t.Errorf("for the genuine file census suggests %q", cmd)
 	}
 }
+
+// The second audit's move: in a mount namespace of its own, a user runs
+// a binary at a path and deletes it; its processes read PATH (deleted),
+// while on the host PATH names another file (root's program, say).
+// Census prints no command for the row (freeze --path PATH would take
+// the host's file) and says why; a file deleted in census's own
+// namespace keeps its command (the rebuilt test cache of the README).
+func TestCensusNamesNoHostFileForAFileDeletedInAnotherNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the harness's pids cap and the tmpfs mount")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare (util-linux)")
+	}
+	dir := t.TempDir()
+	d := filepath.Join(dir, "d")
+	os.Mkdir(d, 0o755)
+	sleep := filepath.Join(dir, "sleep")
+	if err := exefile.Copy("/bin/sleep", sleep); err != nil {
+		t.Fatal(err)
+	}
+	tool := filepath.Join(d, "tool")
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "ns", Cap: 10, HopCap: 1, Timeout: 60 * time.Second, Dir: dir,
+		Command: []string{unshare, "-m", "--propagation", "private", "/bin/sh", "-c",
+			`mount -t tmpfs tmpfs "$1" && cp "$2" "$1/tool" && { "$1/tool" 60 & sleep 0.3; rm "$1/tool"; wait; }`, "sh", d, sleep}})
+	// The host's own file at the same path.
+	if err := exefile.Copy("/bin/true", tool); err != nil {
+		t.Fatal(err)
+	}
+	var row *Row
+	var procs map[int]snap
+	for end := time.Now().Add(10 * time.Second); row == nil && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		procs = take(proc.Default)
+		for _, pid := range c.Survivors() {
+			if s, ok := procs[pid]; ok && s.exe == tool+" (deleted)" {
+				row = &Row{Exe: s.exe, Dev: s.id.dev, Ino: s.id.ino, Suspect: true}
+			}
+		}
+	}
+	if row == nil {
+		t.Fatalf("no process of the namespace reads %s (deleted)", tool)
+	}
+	if cmd := command(proc.Default, row, procs); cmd != "" {
+		t.Errorf("census suggests %q, which takes the host's %s", cmd, tool)
+	}
+	if !strings.Contains(row.Reasons, "another mount namespace") {
+		t.Errorf("the row does not say why it has no command: %q", row.Reasons)
+	}
+}
