@@ -61,7 +61,7 @@ func runRun(o out, args []string) int {
 		rec = incident.OpenTimeline(f.timeline, quiet)
 	}
 	rep, err := contain.Run(contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, WaitDelay: f.delay,
-		Self: self, StateDir: f.stateDir, Rec: rec})
+		Self: self, StateDir: f.stateDir, Rec: rec, KeepEscaped: f.allowLeftovers})
 	if err != nil {
 		rec.Close()
 		o.errorf("run: %v; the command was not run", err)
@@ -276,6 +276,11 @@ Runs CMD so that nothing it starts can outlive it or grow past a cap:
     is frozen, killed, and zero is confirmed with the group empty; what
     outlived CMD is reported first: pid, executable, age, parent, how it
     left (a new session or process group, re-parented), pipes held;
+  - a command run as root can always move a process of its own out of
+    the groups (a write to another cgroup.procs): the cap and the
+    group's teardown no longer reach it, but freeze, the subreaper of
+    the whole tree, still sees it below itself: it is reported with the
+    cgroup it went to, and killed (kept, with --allow-leftovers);
   - if freeze itself is killed, its groups outlive it: 'freeze run --reap'
     ends them from the state files in /run/freeze/runs.
 
@@ -292,7 +297,8 @@ Options:
         --timeout D        end CMD and its tree after D (default none)
         --wait-delay D     after CMD exits (or is signalled), how long its
                            descendants get to exit by themselves (default 1s)
-        --allow-leftovers  report leftovers, but keep CMD's status
+        --allow-leftovers  report leftovers, but keep CMD's status (and
+                           leave alive what left the groups)
     -f, --format FORMAT    text (default), or json: the report as JSON on
                            stdout at the end
         --json             the same as --format json

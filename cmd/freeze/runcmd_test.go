@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -541,5 +542,72 @@ func TestRunReportFollowsNoSymlink(t *testing.T) {
 	}
 	if _, err := os.Lstat(chosen); !os.IsNotExist(err) {
 		t.Errorf("--report through a dangling symlink created %s", chosen)
+	}
+}
+
+// A root command's descendant that moves itself out of the run's groups
+// (the audit's move: freeze run said "nothing outlived it; zero
+// confirmed" and exited 0 while it ran on) is named as a leftover, says
+// where it went, and is killed: freeze is its subreaper and sees it.
+// Its groups are the test's own, capped, removed at cleanup.
+func TestRunSeesADescendantThatLeftItsGroup(t *testing.T) {
+	nestsInHarness(t)
+	v1, v2 := "/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(v1 + "/cgroup.procs"); err != nil {
+		t.Skip("needs the v1 pids hierarchy (a hybrid host): the escape goes to a pids group of the test's own")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	var groups []string
+	for _, root := range []string{v1, v2} {
+		if _, err := os.Stat(root + "/cgroup.procs"); err != nil {
+			continue
+		}
+		g := filepath.Join(root, fmt.Sprintf("freeze-test-escape-%d", os.Getpid()))
+		if err := os.Mkdir(g, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if root == v1 {
+			os.WriteFile(g+"/pids.max", []byte("5"), 0)
+		}
+		groups = append(groups, g)
+	}
+	t.Cleanup(func() {
+		for _, pid := range running(t, sleep) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		for _, g := range groups {
+			for end := time.Now().Add(10 * time.Second); os.Remove(g) != nil && time.Now().Before(end); {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+	move := ""
+	for _, g := range groups {
+		move += "echo $$ > " + g + "/cgroup.procs && "
+	}
+	report := filepath.Join(dir, "report.json")
+	script := "/bin/sh -c '" + move + "exec " + sleep + " 60' & sleep 0.3"
+	c, code := runUnder(t, []string{bin, "run", "--wait-delay", "300ms", "--report", report, "-t", filepath.Join(dir, "run.jsonl"), "--", "/bin/sh", "-c", script}, 60*time.Second)
+	var r runJSON
+	b, _ := os.ReadFile(report)
+	json.Unmarshal(b, &r)
+	if code != 122 {
+		t.Errorf("exit %d, want 122 (a process outlived the command)\n%s", code, b)
+	}
+	found := false
+	for _, l := range r.Leftovers {
+		if l.Exe == sleep && strings.Contains(l.How, "left the run's group for another cgroup") && strings.Contains(l.How, "freeze-test-escape-") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the report does not name the escaped process and where it went:\n%s\n%s", b, c.Stderr())
+	}
+	for end := time.Now().Add(5 * time.Second); len(running(t, sleep)) > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the escaped process still runs after freeze run returned")
+		}
 	}
 }

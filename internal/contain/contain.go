@@ -42,6 +42,10 @@ type Config struct {
 	// StateDir holds a state file per live run, for Reap.
 	StateDir string
 	Rec      *timeline.Recorder
+	// KeepEscaped leaves alive, reported, the descendants that moved
+	// themselves out of the run's groups (--allow-leftovers); by default
+	// they are killed with the rest.
+	KeepEscaped bool
 }
 
 // Report is how a run ended.
@@ -98,8 +102,17 @@ func Run(c Config) (Report, error) {
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
 	settle(c, cp)
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid)
+	// A root command can always leave the groups (a write of its pid to
+	// another cgroup.procs): the cap and the teardown then miss it. freeze
+	// is the subreaper of the whole tree, so it still sees it below
+	// itself.
+	esc := escaped(cp, cmd.Process.Pid)
+	rep.Leftovers = append(rep.Leftovers, esc...)
 	for _, l := range rep.Leftovers {
 		c.Rec.RecordOf(timeline.StageMatch, timeline.StepLeftover, l.String(), l.Record())
+	}
+	if !c.KeepEscaped {
+		killEscaped(esc)
 	}
 	rep.Refused, rep.Peak = cp.refused(), cp.peak()
 	t1 := time.Now()

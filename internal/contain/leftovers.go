@@ -32,6 +32,8 @@ type Leftover struct {
 	// 127.0.0.1:8080"): a leftover server is what makes the next run's
 	// bind fail.
 	Ports []string
+
+	id proc.ID // pid and start time, as seen when it was listed
 }
 
 func (l Leftover) String() string {
@@ -87,6 +89,58 @@ func leftovers(cp *capped, child int) []Leftover {
 		out = append(out, l)
 	}
 	return out
+}
+
+// escaped lists freeze's live descendants that are not in the run's
+// groups: they moved themselves (or were moved) into another cgroup.
+// With the rlimit there is no group, and every descendant is the set.
+func escaped(cp *capped, child int) []Leftover {
+	if cp.pids == "" {
+		return nil
+	}
+	members, _ := cp.members()
+	in := map[int]bool{}
+	for _, pid := range members {
+		in[pid] = true
+	}
+	var out []Leftover
+	for _, st := range descendants() {
+		if in[st.PID] {
+			continue
+		}
+		cg, _ := os.ReadFile(filepath.Join(pidDir(st.PID), "cgroup"))
+		l := Leftover{PID: st.PID, Comm: st.Comm, PPID: st.PPID, id: st.ID()}
+		l.Exe, _, _ = proc.Default.ExePath(st.PID)
+		l.How = "left the run's group for another cgroup (" + capLines(cg) + "): outside the cap and the group's teardown"
+		var socks []uint64
+		l.Pipes, socks = held(st.PID)
+		l.Sockets = len(socks)
+		out = append(out, l)
+	}
+	return out
+}
+
+// capLines are the lines of /proc/PID/cgroup that say where its cap
+// would be: the pids hierarchy (v1) and the unified one.
+func capLines(cg []byte) string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && (f[1] == "pids" || f[1] == "") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// killEscaped kills the escaped descendants, each pinned by pidfd and
+// checked to be the same process (pid and start time).
+func killEscaped(esc []Leftover) {
+	for _, l := range esc {
+		if h, err := proc.Default.Open(l.id); err == nil {
+			h.Signal(unix.SIGKILL)
+			h.Close()
+		}
+	}
 }
 
 // held counts the pipes among a process's descriptors and lists its
