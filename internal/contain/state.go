@@ -2,10 +2,13 @@ package contain
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
 	"freeze/internal/match"
@@ -28,12 +31,20 @@ type state struct {
 	V2         string   `json:"v2_group,omitempty"`
 	Freezer    string   `json:"freezer_group,omitempty"`
 	Command    []string `json:"command"`
+
+	fd int // holds the flock while the run lives
 }
 
-// newState writes the state file of a run; a run that cannot write one
-// goes on (Reap just cannot find it).
+// newState writes the state file of a run and holds an exclusive flock
+// on it for the run's life; a run that cannot write one goes on (Reap
+// just cannot find it). The lock, not the pid in the file, is what says
+// the run lives: a freeze run in a PID namespace of its own records a pid
+// that means another process, or none, to a reaper outside it (the
+// second audit: the host's --reap read a live run as gone and killed its
+// command). The descriptor is close-on-exec, so the lock goes with
+// freeze, however it ends, and never with the command.
 func newState(dir, name string, cp *capped, command []string) *state {
-	s := &state{Name: name, FreezePID: os.Getpid(), Cap: cp.kind, Pids: cp.pids, V2: cp.v2, Freezer: cp.freezer, Command: command}
+	s := &state{Name: name, FreezePID: os.Getpid(), Cap: cp.kind, Pids: cp.pids, V2: cp.v2, Freezer: cp.freezer, Command: command, fd: -1}
 	if st, err := proc.Default.ReadStat(os.Getpid()); err == nil {
 		s.FreezeTick = st.Start
 	}
@@ -42,15 +53,26 @@ func newState(dir, name string, cp *capped, command []string) *state {
 		return s
 	}
 	b, _ := json.Marshal(s)
-	// Written whole, then renamed: a guard reaping at the same moment
-	// never reads half a file.
+	// Written whole, locked, then renamed: a reaper never reads half a
+	// file, nor finds the name unlocked while the run lives.
 	p := filepath.Join(runs, name+".json")
 	tmp := filepath.Join(runs, ".tmp-"+name)
-	if os.WriteFile(tmp, b, 0o600) == nil && os.Rename(tmp, p) == nil {
-		s.path = p
-	} else {
-		os.Remove(tmp)
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return s
 	}
+	if _, err = unix.Write(fd, b); err == nil {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		unix.Close(fd)
+		os.Remove(tmp)
+		return s
+	}
+	s.path, s.fd = p, fd
 	return s
 }
 
@@ -58,6 +80,20 @@ func (s *state) remove() {
 	if s.path != "" {
 		os.Remove(s.path)
 	}
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+	}
+}
+
+// locked reports whether a live run holds the state file at path: its
+// flock cannot be taken. Taken, it is released at once.
+func locked(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return errors.Is(unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB), unix.EWOULDBLOCK)
 }
 
 // Reaped is one run Reap ended (or could not).
@@ -93,8 +129,11 @@ func Reap(dir string) ([]Reaped, error) {
 			out = append(out, Reaped{Name: filepath.Base(f), Err: err})
 			continue
 		}
+		if locked(f) {
+			continue // its freeze still runs (in whatever PID namespace), and ends it itself
+		}
 		if st, err := proc.Default.ReadStat(s.FreezePID); err == nil && st.Start == s.FreezeTick {
-			continue // its freeze still runs, and ends it itself
+			continue // a freeze of before the lock, still running
 		}
 		r := Reaped{Name: s.Name, Command: s.Command}
 		cp, err := s.groups()
