@@ -303,17 +303,20 @@ func (g *Gate) Attach() error {
 	if err := g.AttachHeld(); err != nil {
 		return err
 	}
+	g.StartRest()
 	return g.Settle()
 }
 
-// AttachHeld attaches the gate until the chain is held, and the rest in
-// the background: from its return no process of the chain completes a
-// fork, clone or exec. In the refusing form the stop (tp_btf/sys_enter)
-// holds the chain first; the refusal, an LSM or fmod_ret program on a
-// trampoline, can take seconds more to attach (7.6 s of a 10 s run on
-// 6.1 under emulation, while the chain had been held after 31 ms), and
-// nothing of the run needs to wait for it. Settle waits for it; Detach
-// and Close settle first.
+// AttachHeld attaches the gate until the chain is held: from its return
+// no process of the chain completes a fork, clone or exec. In the
+// refusing form the stop (tp_btf/sys_enter) holds the chain first; the
+// refusal, an LSM or fmod_ret program on a trampoline, can take seconds
+// more to attach (7.6 s of a 10 s run on 6.1 under emulation, while the
+// chain had been held after 31 ms), and its attach takes the CPU from the
+// kill (on 6.1, round 1 took 1.3 s beside it, 0.6 s without). So it is
+// left pending: StartRest attaches it in the background when the caller
+// wants it (a hold, at once; a kill, when a second round is needed),
+// Settle waits for it, and Detach drops it if it never started.
 func (g *Gate) AttachHeld() error {
 	t0 := time.Now()
 	// Lineage first, then exec, then the refusal: a fork that slips
@@ -328,8 +331,7 @@ func (g *Gate) AttachHeld() error {
 		if p == g.stop && g.HeldTook == 0 {
 			g.HeldTook = time.Since(t0)
 			if rest := g.core[i+1:]; len(rest) > 0 {
-				g.rest = &restAttach{done: make(chan struct{})}
-				go g.rest.attach(rest, t0)
+				g.rest = &restAttach{progs: rest, t0: t0, done: make(chan struct{})}
 				return nil
 			}
 		}
@@ -341,37 +343,54 @@ func (g *Gate) AttachHeld() error {
 	return nil
 }
 
-// Settle waits for what AttachHeld left attaching in the background, and
-// sets AttachTook. An error there leaves the gate as it was when the
-// chain was held (the stopping form), which holds it still: the caller
-// records it.
+// StartRest starts attaching, in the background, what AttachHeld left
+// pending; it does nothing where nothing is, or when it started already.
+func (g *Gate) StartRest() {
+	if r := g.rest; r != nil && !r.started {
+		r.started = true
+		go r.attach()
+	}
+}
+
+// Settle waits for what StartRest is attaching, and sets AttachTook; a
+// pending attach that never started is dropped (the gate stays in the
+// stopping form, which holds the chain). An error leaves the gate as it
+// was when the chain was held: the caller records it.
 func (g *Gate) Settle() error {
 	r := g.rest
 	if r == nil {
 		return nil
 	}
-	<-r.done
 	g.rest = nil
+	if !r.started {
+		return nil
+	}
+	<-r.done
 	g.links = append(g.links, r.links...)
 	g.AttachTook = r.took
 	return r.err
 }
 
-// Settling reports whether part of the gate is still attaching.
+// Settling reports whether part of the gate is still to attach, or
+// attaching; Started whether that attach began.
 func (g *Gate) Settling() bool { return g.rest != nil }
+func (g *Gate) Started() bool  { return g.rest != nil && g.rest.started }
 
 // restAttach is the attach of the programs after the stop, in the
 // background.
 type restAttach struct {
-	done  chan struct{}
-	links []link.Link
-	err   error
-	took  time.Duration // from the start of AttachHeld
+	progs   []*ebpf.Program
+	t0      time.Time
+	started bool
+	done    chan struct{}
+	links   []link.Link
+	err     error
+	took    time.Duration // from the start of AttachHeld
 }
 
-func (r *restAttach) attach(progs []*ebpf.Program, t0 time.Time) {
+func (r *restAttach) attach() {
 	defer close(r.done)
-	for _, p := range progs {
+	for _, p := range r.progs {
 		l, err := attachProgram(p)
 		if err != nil {
 			r.err = fmt.Errorf("attach %s: %w", p, err)
@@ -379,7 +398,7 @@ func (r *restAttach) attach(progs []*ebpf.Program, t0 time.Time) {
 		}
 		r.links = append(r.links, l)
 	}
-	r.took = time.Since(t0)
+	r.took = time.Since(r.t0)
 }
 
 // attachProgram attaches one program of the gate: an LSM program as one,

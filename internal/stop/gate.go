@@ -100,11 +100,17 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 			return nil, preloaded, err
 		}
 	}
-	// Held first: the refusal (where this form has one) goes on
-	// attaching beside the scan and the kill, and is settled at the end.
+	// Held first. The refusal (where this form has one) attaches in the
+	// background: at once for a hold, where it gives finality (a process
+	// continued later is refused again); for a kill, only when a second
+	// kill round is needed (see kill), so that its attach does not take
+	// the CPU from the first.
 	if err = g.AttachHeld(); err != nil {
 		g.Close()
 		return nil, preloaded, err
+	}
+	if r.c.Hold {
+		g.StartRest()
 	}
 	g.LoadExtras() // a spare has them already: then it does nothing
 	return g, preloaded, nil
@@ -118,8 +124,11 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 		how = "preloaded, filled in"
 	}
 	attach := "attach " + timeline.Dur(g.AttachTook)
-	if g.Settling() {
-		attach = "the refusal still attaching, beside the kill"
+	switch {
+	case g.Started():
+		attach = "the refusal attaching in the background"
+	case g.Settling():
+		attach = "the refusal to attach if a second kill round is needed"
 	}
 	msg := fmt.Sprintf("gate attached, form %s (%s %s, %s, held after %s): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, timeline.Dur(g.LoadTook), attach, timeline.Dur(g.HeldTook), gateAction(g))
 	if note != "" {
@@ -257,14 +266,14 @@ func (r *run) closeGate() {
 	if g == nil {
 		return
 	}
-	settling := g.Settling()
+	settling, started := g.Settling(), g.Started()
 	serr := g.Settle()
 	c, cerr := g.Counters()
 	err := g.Close()
 	r.gateOn = nil
 	d := timeline.GateDetached{Action: gateAction(g), Form: g.Form.Word(), ForksStopped: c.Forks(), ExecsStopped: c.Execs(),
 		ForksRefused: c.ForksRefused, ExecsRefused: c.ExecsRefused, TargetExecs: c.TargetExecs, Lineage: c.Lineage}
-	if settling {
+	if started {
 		d.AttachMS = ms(g.AttachTook)
 	}
 	msg := fmt.Sprintf("gate detached: it %s %s and %s of the chain and %s of a target, and gated %s by lineage", gateAction(g),
@@ -273,8 +282,11 @@ func (r *run) closeGate() {
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}
-	if settling && serr == nil {
-		msg += fmt.Sprintf("; the refusal had attached %s after the run's attach began, beside the kill", timeline.Dur(g.AttachTook))
+	switch {
+	case started && serr == nil:
+		msg += fmt.Sprintf("; the refusal had attached %s after the run's attach began", timeline.Dur(g.AttachTook))
+	case settling && !started:
+		msg += "; the refusal was not attached: the first kill round reached zero, the stop alone held the chain"
 	}
 	if serr != nil {
 		d.AttachError = serr.Error()

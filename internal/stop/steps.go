@@ -292,6 +292,11 @@ func (r *run) kill() error {
 	_, inside := g.Terms()
 	r.scanner.Prime(r.res) // round 1 kills the fixed set as the last scan found it
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted}, func(n rounds.Round) {
+		if n.N == 2 && r.gateOn != nil {
+			// Survivors of the first round: the refusal now guards the
+			// rest (a 32-bit process, which the stop at sys_enter misses).
+			r.gateOn.StartRest()
+		}
 		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, n.Signaled, timeline.Dur(n.Took)),
 			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "took_ms": ms(n.Took)})
 	})
