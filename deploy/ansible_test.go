@@ -153,6 +153,13 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	if got["host-a"].Outcome != "zero" || got["host-a"].Matched != 150 || got["host-b"].Outcome != "zero" || got["host-idle"].Outcome != "nothing-matched" || len(runs) != 3 {
 		t.Fatalf("timelines fetched: %+v", runs)
 	}
+	// Named to the microsecond: two runs on a host within one second
+	// (a rerun after --hold) kept one file when names had seconds only.
+	for _, r := range runs {
+		if !regexp.MustCompile(`-\d{8}T\d{6}\.\d{6}Z\.jsonl$`).MatchString(r.File) {
+			t.Errorf("%s: timeline %s is not named to the microsecond", r.Host, r.File)
+		}
+	}
 	// The exit code each timeline implies is the one freeze gave there
 	// (0 on these three: the recap above says none of them failed).
 	for _, r := range runs {
