@@ -413,8 +413,10 @@ func (g *Guard) handle(r request) {
 	}
 	stdout, stderr := io.Writer(prefixed{g.c.Say}), io.Writer(prefixed{g.c.Say})
 	var ow, ew *lineWriter
+	var pc *peerConn
 	if r.conn != nil {
-		ow, ew = &lineWriter{w: r.conn, tag: "1 "}, &lineWriter{w: r.conn, tag: "2 "}
+		pc = &peerConn{c: r.conn}
+		ow, ew = &lineWriter{w: pc, tag: "1 "}, &lineWriter{w: pc, tag: "2 "}
 		stdout, stderr = ow, ew
 	}
 	g.c.Say(fmt.Sprintf("request from %s (uid %d): %s", r.source, r.uid, r.line))
@@ -423,7 +425,7 @@ func (g *Guard) handle(r request) {
 	if r.conn != nil {
 		ow.Flush()
 		ew.Flush()
-		fmt.Fprintf(r.conn, "exit %d\n", res.Code)
+		fmt.Fprintf(pc, "exit %d\n", res.Code)
 	}
 	g.record(map[string]any{"event": "request", "source": r.source, "uid": r.uid, "pid": r.pid, "request": r.words,
 		"exit": res.Code, "outcome": res.Outcome, "timeline": res.Timeline, "took_ms": float64(time.Since(t0).Microseconds()) / 1000,
@@ -435,7 +437,7 @@ func (g *Guard) handle(r request) {
 // refuse logs a request that was not run, and tells a socket peer.
 func (g *Guard) refuse(r request, code int) {
 	if r.conn != nil {
-		fmt.Fprintf(r.conn, "2 freeze: error: guard: %v\nexit %d\n", r.err, code)
+		fmt.Fprintf(&peerConn{c: r.conn}, "2 freeze: error: guard: %v\nexit %d\n", r.err, code)
 	}
 	if r.done != nil {
 		close(r.done)
@@ -491,6 +493,33 @@ func (g *Guard) Record(event string, fields map[string]any) {
 	}
 	fields["event"] = event
 	g.record(fields)
+}
+
+// peerWrite bounds one write to a socket peer: a peer that stops reading
+// (the first audit: no write deadline) must not hold the run that prints
+// to it, which is the stop order itself.
+const peerWrite = 2 * time.Second
+
+// peerConn writes to a socket peer, each write within peerWrite; once one
+// does not finish in time the peer is dropped and the rest of the run's
+// output goes only to the guard's log and stderr.
+type peerConn struct {
+	mu   sync.Mutex
+	c    *net.UnixConn
+	gone bool
+}
+
+func (p *peerConn) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone {
+		return len(b), nil
+	}
+	p.c.SetWriteDeadline(time.Now().Add(peerWrite))
+	if _, err := p.c.Write(b); err != nil {
+		p.gone = true
+	}
+	return len(b), nil
 }
 
 // lineWriter sends what a run prints to a socket peer, one tagged line at

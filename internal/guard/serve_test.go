@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,12 @@ type armed struct {
 
 func arm(t *testing.T) *armed {
 	t.Helper()
+	return armWith(t, func(stdout, stderr io.Writer) {})
+}
+
+// armWith is arm with more output from each run: print writes it.
+func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
+	t.Helper()
 	a := &armed{dir: filepath.Join(t.TempDir(), "run")}
 	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) Result {
 		words := req.Words
@@ -33,6 +40,7 @@ func arm(t *testing.T) *armed {
 		a.asked = append(a.asked, words)
 		a.mu.Unlock()
 		fmt.Fprintf(stderr, "freeze: ran %d words\n", len(words))
+		print(stdout, stderr)
 		fmt.Fprintln(stdout, `{"outcome": "zero"}`)
 		return Result{Code: 0, Outcome: "zero", Timeline: "/tmp/t.jsonl", GateForks: 42}
 	}})
@@ -157,5 +165,30 @@ func TestHeartbeat(t *testing.T) {
 	a.g.Close()
 	if _, err := os.Stat(path); err == nil {
 		t.Errorf("the heartbeat outlived a clean stop")
+	}
+}
+
+// A socket peer that asks and then never reads (the first audit: no
+// write deadline): the run prints far more than the socket buffers hold,
+// and still ends, and is logged; the peer is dropped, not waited for.
+func TestASocketPeerThatDoesNotReadHoldsNoRun(t *testing.T) {
+	a := armWith(t, func(stdout, _ io.Writer) {
+		line := strings.Repeat("x", 1000) + "\n"
+		for i := 0; i < 8000; i++ { // 8 MB
+			io.WriteString(stdout, line)
+		}
+	})
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: filepath.Join(a.dir, SocketName), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(`{"args": ["--path", "/tmp/never-read"]}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	// Never read. The request must be logged done within the bound.
+	e := waitLogged(t, a.dir, func(e map[string]any) bool { return e["event"] == "request" && e["source"] == "socket" })
+	if e["exit"] != 0.0 {
+		t.Errorf("guard.log: %v", e)
 	}
 }
