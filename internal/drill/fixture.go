@@ -4,7 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -21,7 +24,50 @@ const (
 	exitHopCap   = 42
 	exitExecFail = 43
 	exitGate     = 44
+	exitNoCap    = 45
 )
+
+// uncapped says why this process runs under no process-count cap the
+// kernel enforces, or "": a pids cgroup (its own or an ancestor's, v1 or
+// v2) whose pids.max is a number, or, not as root, a finite RLIMIT_NPROC.
+func uncapped() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err.Error()
+	}
+	var lim unix.Rlimit
+	finite := unix.Getrlimit(unix.RLIMIT_NPROC, &lim) == nil && lim.Cur != unix.RLIM_INFINITY
+	return uncappedAt(b, "/sys/fs/cgroup", os.Geteuid() != 0 && finite)
+}
+
+// uncappedAt is uncapped on a /proc/self/cgroup's text and a cgroup root
+// (a fixture tree in the tests); nproc is whether RLIMIT_NPROC binds.
+func uncappedAt(cgroup []byte, sys string, nproc bool) string {
+	for _, l := range strings.Split(strings.TrimSpace(string(cgroup)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		var roots []string
+		switch {
+		case slices.Contains(strings.Split(f[1], ","), "pids"):
+			roots = []string{sys + "/pids"}
+		case f[0] == "0" && f[1] == "":
+			roots = []string{sys, sys + "/unified"}
+		}
+		for _, root := range roots {
+			for d := path.Join(root, f[2]); strings.HasPrefix(d, root) && d != root; d = path.Dir(d) {
+				if m, err := os.ReadFile(d + "/pids.max"); err == nil && strings.TrimSpace(string(m)) != "max" {
+					return ""
+				}
+			}
+		}
+	}
+	if nproc {
+		return ""
+	}
+	return "no pids cgroup with a pids.max holds it, and RLIMIT_NPROC does not bind it"
+}
 
 // RunFixture is one process of the drill's chain. Each hop execs this
 // binary again (a Go program cannot fork without exec), so the chain
@@ -48,6 +94,15 @@ func RunFixture(args []string) int {
 			return exitGate // the drill gave up: start nothing
 		}
 	}
+	// After the gate: the drill puts the gated leader under its cap, then
+	// opens the gate.
+	if why := uncapped(); why != "" {
+		// Run by hand, the fixture would be a runaway chain with nothing
+		// to stop it (the first audit): it starts only under a cap.
+		os.Stderr.WriteString("freeze: error: " + FixtureArg + " is the drill's runaway chain, and runs only under a kernel-enforced process cap: " + why + "\nfreeze: hint: run 'freeze drill', which starts it capped\n")
+		return exitNoCap
+	}
+
 	if *deadline > 0 {
 		left := time.Until(time.Unix(*deadline, 0))
 		if left <= 0 {
