@@ -241,3 +241,39 @@ func TestGateNarrowedByArg(t *testing.T) {
 		t.Fatalf("the twin (same interpreter, other script) was stopped or killed: %v %c", err, st.State)
 	}
 }
+
+// After '--method cgroup1 --hold', the command freeze prints to finish
+// the job finishes it (the first audit: it left survivors, exit 1: it took
+// the gate, whose kills waited on tasks the v1 freezer held).
+func TestTheFinishingCommandAfterACgroup1HoldReachesZero(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the chain's pids cgroup and the v1 freezer")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/freezer/cgroup.procs"); err != nil {
+		t.Skip("no v1 freezer hierarchy here (a host that is all cgroup v2)")
+	}
+	bin := buildFreeze(t)
+	chain := treeAtCap(t, 200, 50*time.Millisecond)
+	hold := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: []string{bin, "--path", chain.Path, "--method", "cgroup1", "--hold", "--timeline", filepath.Join(t.TempDir(), "hold.jsonl")}})
+	if ws, ok := hold.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("the hold: exit %d (finished %v):\n%s", ws.ExitStatus(), ok, hold.Stderr())
+	}
+	var finish []string
+	for _, l := range strings.Split(hold.Stderr(), "\n") {
+		if _, after, ok := strings.Cut(l, "to finish the job: freeze "); ok {
+			finish = strings.Fields(after)
+		}
+	}
+	if len(finish) == 0 {
+		t.Fatalf("the hold printed no finishing command:\n%s", hold.Stderr())
+	}
+	fin := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+		Command: append(append([]string{bin}, finish...), "--timeline", filepath.Join(t.TempDir(), "finish.jsonl"))})
+	if ws, ok := fin.Exit(60 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("freeze %s: exit %d (finished %v):\n%s", strings.Join(finish, " "), ws.ExitStatus(), ok, fin.Stderr())
+	}
+	if left := chain.Survivors(); len(left) > 0 {
+		t.Fatalf("%d processes of the chain alive after the finishing command %v", len(left), finish)
+	}
+}

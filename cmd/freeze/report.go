@@ -81,7 +81,7 @@ func report(o out, f stopFlags, rep incident.Report) guard.Result {
 		reportDryRun(o, rep)
 	case timeline.StepHold:
 		o.sayf("holding %s frozen in %s", match.Count(res.Matched, "process", "processes"), res.Group.Where())
-		o.sayf("to finish the job: freeze %s", strings.Join(targetArgs(f), " "))
+		o.sayf("to finish the job: freeze %s", strings.Join(finishArgs(f, res.Group), " "))
 		o.sayf("to thaw instead:   %s", res.Group.ThawHint())
 	case timeline.StepInterrupted:
 		reportInterrupted(o, f, rep)
@@ -129,8 +129,8 @@ func reportInterrupted(o out, f stopFlags, rep incident.Report) {
 	res := rep.Stop
 	stage := max(res.Stage, timeline.StageMatch)
 	where := fmt.Sprintf("interrupted by %s in step %d/4 (%s)", rep.Signal, stage, stage)
-	again := "freeze " + strings.Join(targetArgs(f), " ")
 	g := res.Group
+	again := "freeze " + strings.Join(finishArgs(f, g), " ")
 	switch {
 	case g == nil || !g.Freezes():
 		o.sayf("%s: nothing was frozen", where)
@@ -243,6 +243,20 @@ func sayHidden(o out, hidden []match.Hidden) {
 		}
 		o.sayf("  pid %d, uid %d (%s)", h.PID, h.UID, name)
 	}
+}
+
+// finishArgs are the words of the command that finishes a run that left
+// its chain in g: its targets, and --method cgroup1 where g is a v1
+// freezer group. A task frozen there acts on SIGKILL only once thawed,
+// and only the cgroup1 method thaws after its kills: the finishing
+// command printed after '--method cgroup1 --hold' used to take the gate
+// (auto), whose kills waited on the frozen tasks, and left survivors.
+func finishArgs(f stopFlags, g freeze.Group) []string {
+	a := targetArgs(f)
+	if g != nil && g.Method() == freeze.Cgroup1 {
+		a = append(a, "--method", "cgroup1")
+	}
+	return a
 }
 
 func targetArgs(f stopFlags) []string {
