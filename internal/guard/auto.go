@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,12 @@ type Auto struct {
 	counter *gate.Counter
 	last    map[gate.FileKey]uint64
 	self    proc.File
+	// system are the identities of the system's own daemons and
+	// interpreters (systemIdentities): the files --auto never acts on,
+	// judged by identity, not by name.
+	system map[gate.FileKey]string
+	// warned is when each declined chain was last warned of.
+	warned map[gate.FileKey]time.Time
 }
 
 // AutoEvery is how often the counter is read; AutoAttempts the fork
@@ -61,7 +68,36 @@ func StartAuto(n int, kill bool, under []string) (*Auto, error) {
 		return nil, err
 	}
 	self, _ := proc.Default.ExeFile(os.Getpid())
-	return &Auto{N: n, Kill: kill, Under: under, counter: c, last: map[gate.FileKey]uint64{}, self: self}, nil
+	return &Auto{N: n, Kill: kill, Under: under, counter: c, last: map[gate.FileKey]uint64{}, self: self,
+		system: systemIdentities(systemBins), warned: map[gate.FileKey]time.Time{}}, nil
+}
+
+// systemBins are where a system keeps its daemons and interpreters.
+var systemBins = []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/lib/systemd", "/lib/systemd"}
+
+// systemIdentities maps the identity of every daemon and interpreter
+// installed in dirs (match.Daemons, match.Interpreters and their
+// versioned names, python3.11 say) to its name. A user's test binary
+// that happens to be called cron is not cron: judged by name, --auto
+// never held it (the second audit).
+func systemIdentities(dirs []string) map[gate.FileKey]string {
+	out := map[gate.FileKey]string{}
+	for _, d := range dirs {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if !match.IsInterpreter(name) && !slices.Contains(match.Daemons, name) {
+				continue
+			}
+			if f, err := proc.StatFile(filepath.Join(d, name)); err == nil {
+				out[gate.KeyOf(f)] = name
+			}
+		}
+	}
+	return out
 }
 
 // Close detaches the counter.
@@ -111,6 +147,9 @@ type Verdict struct {
 	// LeftOut counts the live processes of the file other users own.
 	UID     int
 	LeftOut int
+	// Deleted: the file was deleted under its processes (a rebuilt test
+	// cache); the run finds it through their /proc/PID/exe.
+	Deleted bool
 }
 
 // judge scans /proc for the suspect's processes and applies the rule.
@@ -140,7 +179,7 @@ func (a *Auto) judge(s suspect) Verdict {
 			uid[pid] = -1
 		}
 		if v.Path == "" {
-			v.Path, _, _ = proc.Default.ExePath(pid)
+			v.Path, v.Deleted, _ = proc.Default.ExePath(pid)
 		}
 	}
 	// The chain is its deepest lineage of one owner: a process counts
@@ -177,7 +216,7 @@ func (a *Auto) judge(s suspect) Verdict {
 	case v.UID < 0:
 		v.Why = "the chain's owner could not be read"
 	default:
-		t, act, why := a.allowed(v.Path, s.key)
+		t, act, why := a.allowed(v.Path, v.Deleted, s.key)
 		switch {
 		case act && !a.within(t.Path):
 			v.Why = t.Path + " is outside --auto-under"
@@ -223,8 +262,16 @@ func (a *Auto) within(path string) bool {
 // its owner can swap the path for a symlink to a program root runs, and
 // the run would act on that program: a path that no longer resolves to
 // the judged file is refused (#24, finding 4).
-func (a *Auto) allowed(path string, key gate.FileKey) (match.Target, bool, string) {
-	t, err := match.Resolve(path)
+func (a *Auto) allowed(path string, deleted bool, key gate.FileKey) (match.Target, bool, string) {
+	var t match.Target
+	var err error
+	if deleted {
+		// The README's own incident: the test cache rebuilt or removed
+		// under its chain. Its processes' exe links still hold the file.
+		t, _, err = match.ResolveDeleted(proc.Default, path)
+	} else {
+		t, err = match.Resolve(path)
+	}
 	if err != nil {
 		return t, false, err.Error()
 	}
@@ -240,8 +287,13 @@ func (a *Auto) rules(t match.Target) (bool, string) {
 	if t.File.Dev == a.self.Dev && t.File.Ino == a.self.Ino {
 		return false, "it is the guard's own executable"
 	}
-	if r := match.Refuse(proc.Default, t, false, false); r != nil {
+	// PID 1's file and freeze's own, by identity (force: no refusal by
+	// name); then the system's daemons and interpreters, by identity.
+	if r := match.Refuse(proc.Default, t, false, true); r != nil {
 		return false, r.Rule + " (never acted on automatically)"
+	}
+	if name, ok := a.system[gate.KeyOf(t.File)]; ok {
+		return false, fmt.Sprintf("%s is the system's %s (never acted on automatically: name the chain's own file, or use --arg, by hand)", t.Path, name)
 	}
 	return true, "a growing chain"
 }
@@ -265,6 +317,7 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 			g.record(map[string]any{"event": "auto-look", "path": v.Path, "live": v.Live, "depth": v.Depth, "attempts": v.Attempts, "act": v.Act, "why": v.Why,
 				"uid": v.UID, "left_out": v.LeftOut})
 			if !v.Act {
+				a.decline(g, s, v)
 				continue
 			}
 			g.c.Say(fmt.Sprintf("auto: %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
@@ -279,4 +332,25 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// declineEvery bounds how often one declined chain is warned of: its
+// looks come every AutoEvery, its operator needs one line a minute.
+const declineEvery = time.Minute
+
+// decline raises the alert for a chain --auto judged (more than N alive
+// and AutoDepth deep) and will not act on: a warning line, a log event
+// at level warning, and freeze_guard_auto_declined_total. Before, only
+// an act:false line in the log said so.
+func (a *Auto) decline(g *Guard, s suspect, v Verdict) {
+	if v.Live <= a.N || v.Depth < AutoDepth {
+		return // not a chain: a pool, or small
+	}
+	if t, ok := a.warned[s.key]; ok && time.Since(t) < declineEvery {
+		return
+	}
+	a.warned[s.key] = time.Now()
+	g.stats.declined()
+	g.c.Say(fmt.Sprintf("warning: auto: a growing chain it will not act on: %s: %d alive, %d deep: %s", v.Path, v.Live, v.Depth, v.Why))
+	g.record(map[string]any{"event": "auto-declined", "level": "warning", "path": v.Path, "live": v.Live, "depth": v.Depth, "uid": v.UID, "why": v.Why})
 }

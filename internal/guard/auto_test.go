@@ -2,9 +2,12 @@ package guard
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"freeze/internal/exefile"
 	"freeze/internal/gate"
@@ -29,7 +32,7 @@ func TestAutoActsOnlyOnTheJudgedFile(t *testing.T) {
 	}
 	key := gate.KeyOf(judged)
 	a := &Auto{N: 1}
-	if real, ok, why := a.allowed(tool, key); !ok || real.Path != tool || real.File.Ino != judged.Ino {
+	if real, ok, why := a.allowed(tool, false, key); !ok || real.Path != tool || real.File.Ino != judged.Ino {
 		t.Fatalf("the judged file itself: %+v %v (%s)", real, ok, why)
 	}
 	// The swap: the same path now a symlink to a program elsewhere.
@@ -37,7 +40,7 @@ func TestAutoActsOnlyOnTheJudgedFile(t *testing.T) {
 	if err := os.Symlink("/bin/true", tool); err != nil {
 		t.Fatal(err)
 	}
-	real, ok, why := a.allowed(tool, key)
+	real, ok, why := a.allowed(tool, false, key)
 	if ok {
 		t.Fatalf("after the swap the automatic mode would act on %s", real.Path)
 	}
@@ -49,5 +52,94 @@ func TestAutoActsOnlyOnTheJudgedFile(t *testing.T) {
 	a.Under = []string{dir}
 	if a.within("/bin/true") {
 		t.Errorf("/bin/true counted as under %s", dir)
+	}
+}
+
+// The second audit's three chains --auto never held: judged by name, a
+// user's binary called cron was "a system daemon"; a deleted binary (the
+// README's rebuilt test cache) failed its lstat. Judged by identity, a
+// copy of a daemon's file under a user's cache is the user's, the
+// system's own interpreter is still refused, and a deleted file is
+// found through its processes.
+func TestAutoJudgesByIdentity(t *testing.T) {
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "usr", "sbin")
+	os.MkdirAll(sys, 0o755)
+	for _, n := range []string{"cron", "python3.11", "unrelated"} {
+		if err := exefile.Copy("/bin/true", filepath.Join(sys, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &Auto{N: 1, system: systemIdentities([]string{sys})}
+	if len(a.system) != 2 {
+		t.Fatalf("system identities %v: want cron and python3.11 only", a.system)
+	}
+	cache := filepath.Join(dir, "home", "u", ".cache")
+	os.MkdirAll(cache, 0o755)
+	mine := filepath.Join(cache, "cron")
+	exefile.Copy("/bin/true", mine)
+	f, _ := proc.StatFile(mine)
+	if _, ok, why := a.allowed(mine, false, gate.KeyOf(f)); !ok {
+		t.Errorf("a user's own binary named cron: refused (%s)", why)
+	}
+	py := filepath.Join(sys, "python3.11")
+	f, _ = proc.StatFile(py)
+	if _, ok, why := a.allowed(py, false, gate.KeyOf(f)); ok || !strings.Contains(why, "the system's python3.11") {
+		t.Errorf("the system's interpreter: allowed %v (%s)", ok, why)
+	}
+}
+
+// A chain whose file was deleted under it (the README's rebuilt test
+// cache) is found through its processes' /proc/PID/exe: --auto acts on
+// it, by the identity it judged.
+func TestAutoFollowsADeletedBinary(t *testing.T) {
+	dir := t.TempDir()
+	gone := filepath.Join(dir, "gone")
+	if err := exefile.Copy("/bin/sleep", gone); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(gone, "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	var judged proc.File
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if p, _, err := proc.Default.ExePath(cmd.Process.Pid); err == nil && p == gone {
+			judged, _ = proc.Default.ExeFile(cmd.Process.Pid)
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the process never ran the copy")
+		}
+	}
+	os.Remove(gone)
+	a := &Auto{N: 1}
+	tg, ok, why := a.allowed(gone, true, gate.KeyOf(judged))
+	if !ok || !tg.Deleted || tg.File.Ino != judged.Ino {
+		t.Fatalf("a deleted binary: %+v, act %v (%s)", tg, ok, why)
+	}
+}
+
+// A growing chain --auto will not act on raises an alert: a warning line
+// and log event (once a minute per file), and the declined counter the
+// metrics carry. A pool or a small set raises none.
+func TestAutoDeclineRaisesAnAlert(t *testing.T) {
+	g := arm(t).g
+	a := &Auto{N: 10, warned: map[gate.FileKey]time.Time{}}
+	chain := Verdict{Path: "/usr/sbin/cron", Live: 50, Depth: AutoDepth, Why: "/usr/sbin/cron is the system's cron"}
+	a.decline(g, suspect{key: gate.FileKey{Ino: 1}}, chain)
+	a.decline(g, suspect{key: gate.FileKey{Ino: 1}}, chain) // within the minute: once
+	a.decline(g, suspect{key: gate.FileKey{Ino: 2}}, Verdict{Path: "/srv/pool", Live: 50, Depth: 2})
+	if n := g.Stats().AutoDeclined; n != 1 {
+		t.Fatalf("declined %d, want 1", n)
+	}
+	if m := g.Stats().Metrics(); m.AutoDeclined != 1 {
+		t.Fatalf("the metrics carry %d declined", m.AutoDeclined)
+	}
+	e := waitLogged(t, filepath.Join(g.c.RunDir), func(e map[string]any) bool { return e["event"] == "auto-declined" })
+	if e["level"] != "warning" || e["path"] != "/usr/sbin/cron" {
+		t.Errorf("the log's alert: %v", e)
 	}
 }

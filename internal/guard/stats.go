@@ -19,11 +19,21 @@ type Stats struct {
 	LastRun              time.Time
 	LastZeroMS           float64
 	GateForks, GateExecs uint64
+	// AutoDeclined counts the chains --auto judged growing and deep and
+	// would not act on (a daemon, an interpreter, outside --auto-under,
+	// a file it could not pin): each one an alert.
+	AutoDeclined int
 }
 
 type stats struct {
 	mu sync.Mutex
 	s  Stats
+}
+
+func (st *stats) declined() {
+	st.mu.Lock()
+	st.s.AutoDeclined++
+	st.mu.Unlock()
 }
 
 func (st *stats) add(res Result, at time.Time) {

@@ -117,7 +117,8 @@ func NewWatcher(g *Guard, file string, every time.Duration, stateDir string, say
 // Metrics is what a guard's stats add to the metrics.
 func (s Stats) Metrics() *metrics.Guard {
 	return &metrics.Guard{Armed: s.Armed, Runs: s.Runs, LastRun: s.LastRun,
-		LastZero: time.Duration(s.LastZeroMS * float64(time.Millisecond)), ForksRefused: s.GateForks, ExecsRefused: s.GateExecs}
+		LastZero: time.Duration(s.LastZeroMS * float64(time.Millisecond)), ForksRefused: s.GateForks, ExecsRefused: s.GateExecs,
+		AutoDeclined: s.AutoDeclined}
 }
 
 // Reap ends the groups of freeze runs whose freeze is gone (killed by

@@ -40,6 +40,8 @@ type Guard struct {
 	LastZero time.Duration
 	// Forks and execs of a chain that the gate refused, over all runs.
 	ForksRefused, ExecsRefused uint64
+	// AutoDeclined counts chains --auto judged and would not act on.
+	AutoDeclined int
 }
 
 // Registry builds the metrics of one census (and of a guard, if g is not
@@ -115,6 +117,7 @@ func Registry(r *census.Report, g *Guard) *prometheus.Registry {
 		}
 		counter("freeze_gate_forks_refused_total", "Fork and clone attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ForksRefused)
 		counter("freeze_gate_execs_refused_total", "Exec attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ExecsRefused)
+		counter("freeze_guard_auto_declined_total", "Growing chains the guard's --auto judged and would not act on (a system daemon's or an interpreter's file, outside --auto-under, a file it could not pin): each needs an operator.", uint64(g.AutoDeclined))
 	}
 	return reg
 }
