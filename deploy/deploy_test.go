@@ -8,7 +8,6 @@ package deploy_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +15,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
-	"freeze/internal/exefile"
 	"freeze/internal/priority"
 	"freeze/runbooks"
 )
@@ -31,42 +28,13 @@ import (
 // are capped, owned and reaped like every other package's.
 func TestMain(m *testing.M) {
 	priority.Lower()
-	code := containtest.Main(m)
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
+	os.Exit(containtest.Main(m))
 }
 
-// built is the one build of freeze that the tests copy.
-var built struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// buildFreeze returns the test's own copy of a real build of freeze, in
-// the test's temporary directory.
+// buildFreeze returns the test's own copy of a real build of freeze.
 func buildFreeze(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "freeze-deploy-test-"); built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "freeze")
-		if out, err := exec.Command("go", "build", "-o", built.bin, "../cmd/freeze").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	bin := filepath.Join(t.TempDir(), "freeze")
-	if err := exefile.Copy(built.bin, bin); err != nil {
-		t.Fatalf("copy freeze into the test's directory: %v", err)
-	}
-	return bin
+	return containtest.GoBinary(t, "../cmd/freeze", "freeze", "")
 }
 
 // needTool skips a test whose ecosystem's tool is missing, except under

@@ -2,60 +2,25 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
-	"freeze/internal/exefile"
 	"freeze/internal/timeline"
 )
 
-// built is the one build of freeze that every test of this package
-// copies: a 'go build' for each of 35 tests took minutes of the
-// package's time on a loaded machine (each link at ordinary priority
-// beside other tests' chains).
-var built struct {
-	once sync.Once
-	dir  string // removed when the tests end (TestMain)
-	bin  string
-	err  error
-}
-
 // buildFreeze returns the test's own copy of the real binary (the drill
-// copies itself, so a test binary will not do), in the test's temporary
-// directory: each test runs its own file.
+// copies itself, so a test binary will not do), built once for the
+// package; FREEZE_TEST_BIN names a prebuilt one (the kernel matrix's
+// VMs have no go command).
 func buildFreeze(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		// A prebuilt freeze, where there is no go command (the kernel
-		// matrix's VMs).
-		if pre := os.Getenv("FREEZE_TEST_BIN"); pre != "" {
-			built.bin = pre
-			return
-		}
-		if built.dir, built.err = os.MkdirTemp("", "freeze-cmd-test-"); built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "freeze")
-		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	bin := filepath.Join(t.TempDir(), "freeze")
-	if err := exefile.Copy(built.bin, bin); err != nil {
-		t.Fatalf("copy freeze into the test's directory: %v", err)
-	}
-	return bin
+	return containtest.GoBinary(t, ".", "freeze", "FREEZE_TEST_BIN")
 }
 
 // freeze drill, run as an operator would, inside the harness's own capped

@@ -328,16 +328,7 @@ func TestGuardHealthEndpoint(t *testing.T) {
 		t.Skip("needs root: the guard's harness cgroup")
 	}
 	bin := buildFreeze(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dir := filepath.Join(t.TempDir(), "run")
-	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
-		Command: []string{bin, "guard", "--run-dir", dir, "--health", addr}})
-	waitFor(t, g, "freeze: guard: armed", 60*time.Second)
+	g, addr, _ := healthGuard(t, bin)
 	client := &http.Client{Timeout: 5 * time.Second}
 	var code int
 	var body string
@@ -356,6 +347,24 @@ func TestGuardHealthEndpoint(t *testing.T) {
 	}
 }
 
+// healthGuard starts a guard with --health on a free loopback port and
+// waits until it is armed; it returns the guard, the port's address and
+// the guard's run directory.
+func healthGuard(t *testing.T, bin string) (*containtest.Chain, string, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", dir, "--health", addr}})
+	waitFor(t, g, "freeze: guard: armed", 60*time.Second)
+	return g, addr, dir
+}
+
 // The health port cannot take the guard's descriptors: 2,000 idle
 // connections held open (the audit's move: 4,000 took the guard from 34
 // to 4,034 descriptors, and at 20,000 a request ran without its run lock
@@ -367,16 +376,7 @@ func TestGuardHealthPortIsBounded(t *testing.T) {
 		t.Skip("needs root: the guard's harness cgroup")
 	}
 	bin := buildFreeze(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dir := filepath.Join(t.TempDir(), "run")
-	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
-		Command: []string{bin, "guard", "--run-dir", dir, "--health", addr}})
-	waitFor(t, g, "freeze: guard: armed", 60*time.Second)
+	g, addr, dir := healthGuard(t, bin)
 	fds := func() int {
 		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", g.Leader))
 		if err != nil {

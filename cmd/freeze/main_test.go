@@ -26,11 +26,7 @@ type harnessM struct{ m *testing.M }
 // testscript starts are new processes and lift themselves as usual.
 func (h harnessM) Run() int {
 	priority.Lower()
-	code := containtest.Main(h.m)
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	return code
+	return containtest.Main(h.m)
 }
 
 func TestMain(m *testing.M) {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"testing"
 
 	"freeze/internal/exefile"
 )
@@ -69,3 +70,49 @@ func fixture() (string, error) {
 
 // copyExecutable copies a fixture or a program into a test cache.
 var copyExecutable = exefile.Copy
+
+// goBuilt is the one 'go build' of each package a test binary asked
+// GoBinary for, in a directory removed when Main returns.
+var goBuilt struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]string
+}
+
+// GoBinary builds the Go package pkg (a directory, as 'go build' takes
+// it) once per test binary and returns the test's own copy of the
+// build, named name, in the test's temporary directory: every test runs its own
+// file, and a package of 35 tests that each ran 'go build' spent minutes
+// linking on a loaded machine. env, if set (FREEZE_TEST_BIN, say), names
+// a prebuilt binary to copy instead (the kernel matrix's VMs have no go).
+func GoBinary(t testing.TB, pkg, name, env string) string {
+	t.Helper()
+	goBuilt.mu.Lock()
+	src, ok := goBuilt.bins[pkg]
+	if pre := os.Getenv(env); env != "" && pre != "" {
+		src, ok = pre, true
+	}
+	if !ok {
+		var err error
+		if goBuilt.dir == "" {
+			if goBuilt.dir, err = os.MkdirTemp("", "containtest-go-"); err != nil {
+				goBuilt.mu.Unlock()
+				t.Fatal(err)
+			}
+			goBuilt.bins = map[string]string{}
+		}
+		src = filepath.Join(goBuilt.dir, fmt.Sprintf("bin%d", len(goBuilt.bins)), name)
+		out, err := exec.Command("go", "build", "-o", src, pkg).CombinedOutput()
+		if err != nil {
+			goBuilt.mu.Unlock()
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+		goBuilt.bins[pkg] = src
+	}
+	goBuilt.mu.Unlock()
+	dst := filepath.Join(t.TempDir(), name)
+	if err := exefile.Copy(src, dst); err != nil {
+		t.Fatalf("copy %s into the test's directory: %v", src, err)
+	}
+	return dst
+}

@@ -82,6 +82,9 @@ func Main(m *testing.M) int {
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
+	if goBuilt.dir != "" {
+		os.RemoveAll(goBuilt.dir)
+	}
 	return code
 }
 
