@@ -19,6 +19,7 @@ import (
 	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/safedir"
 	"freeze/internal/timeline"
 	"freeze/internal/version"
 )
@@ -310,6 +311,11 @@ func (f stopFlags) spec(o out) (match.Spec, int) {
 // file its processes still run) and applies the refusals.
 func (f stopFlags) pathTarget(o out, p string) (match.Target, int) {
 	t, err := match.Resolve(p)
+	if err != nil && safedir.IsProcView(p) {
+		o.errorf("--path %s: %v", p, err)
+		o.hintf("the process is gone, or the path does not name a regular file in its root: list its processes again (ps, 'freeze census')")
+		return t, exitUsage
+	}
 	switch {
 	case errors.Is(err, match.ErrRelative):
 		o.errorf("--path %q is not absolute", p)
@@ -343,6 +349,9 @@ func (f stopFlags) pathTarget(o out, p string) (match.Target, int) {
 	}
 	if t.Symlink {
 		o.sayf("--path %s is a symlink: matching the file it points to, %s", p, t.Path)
+	}
+	if t.View {
+		o.sayf("--path %s: matching the file that process sees there, as the kernel holds it (device %d, inode %d), not the same path on this host", p, t.File.Dev, t.File.Ino)
 	}
 	if r := match.Refuse(proc.Default, t, len(f.args) > 0, f.force); r != nil {
 		o.errorf("refused: %s", r.Rule)

@@ -53,7 +53,14 @@ func (g *Gate) readBatch(files []File, ids []gateFileId, errs []error) {
 	}()
 	for i, f := range files {
 		fds[i], ids[i] = -1, fileID(f.Stat)
-		fd, err := safedir.OpenNoSymlinks(f.Path)
+		open := safedir.OpenNoSymlinks
+		if safedir.IsProcView(f.Path) {
+			// A file named through a process's own view (a container's):
+			// opened as that process sees it, and checked below to be
+			// the identity that was matched.
+			open = safedir.OpenProcView
+		}
+		fd, err := open(f.Path)
 		if err != nil {
 			errs[i] = fmt.Errorf("gate: open %s: %w", f.Path, err)
 			continue

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/proc"
+	"freeze/internal/safedir"
 )
 
 // A Target is one executable file, resolved to its device and inode.
@@ -29,6 +30,11 @@ type Target struct {
 	// its live processes still run (ResolveDeleted). Nothing can open it
 	// by its path.
 	Deleted bool
+	// View: Path names the file through a process's own view
+	// (/proc/PID/exe, /proc/PID/root/PATH), in what may be another mount
+	// namespace: open it only with safedir.OpenProcView, never as a
+	// path of this host.
+	View bool
 }
 
 // Sentinels for bad targets: the CLI turns them into usage errors.
@@ -43,6 +49,9 @@ func Resolve(path string) (Target, error) {
 	t := Target{Given: path}
 	if !filepath.IsAbs(path) {
 		return t, fmt.Errorf("%q: %w", path, ErrRelative)
+	}
+	if safedir.IsProcView(path) {
+		return resolveView(path)
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -65,6 +74,46 @@ func Resolve(path string) (Target, error) {
 		t.Birth = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
 	}
 	t.Basename = filepath.Base(real)
+	return t, nil
+}
+
+// resolveView is Resolve of a file named through a process's own view
+// (/proc/PID/exe, /proc/PID/root/PATH): the identity is the file the
+// kernel opens there, never the link's text resolved on this host. A
+// container's process reads /opt/app/worker in its exe link; resolved
+// here, that text named the host's copy of the program, and freeze
+// killed the host's processes and left the container's chain (#33).
+// Path stays as given (View is set): it names the file only through
+// that process, while it lives.
+func resolveView(path string) (Target, error) {
+	t := Target{Given: path, Path: path, View: true}
+	fd, err := safedir.OpenProcView(path)
+	if err != nil {
+		return t, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return t, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return t, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	t.File = proc.File{Dev: st.Dev, Ino: st.Ino, Nlink: uint64(st.Nlink)}
+	t.Mode = os.FileMode(st.Mode & 0o777)
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME|unix.STATX_INO, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 && stx.Ino == st.Ino {
+		t.Birth = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+	}
+	// The name the process sees, for the rules that go by name and for
+	// what freeze says.
+	name := path
+	if strings.HasSuffix(path, "/exe") {
+		if l, err := os.Readlink(path); err == nil {
+			name = strings.TrimSuffix(l, " (deleted)")
+		}
+	}
+	t.Basename = filepath.Base(name)
 	return t, nil
 }
 

@@ -41,7 +41,16 @@ func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error)
 			files = append(files, file{p, want})
 		}
 	}
+	var refused []error
 	for _, t := range c.Spec.Targets {
+		if t.View {
+			// Its path text is another mount namespace's: the file is
+			// reachable only through the process, and a chmod there
+			// changes a container's image layer, not a test cache.
+			refused = append(refused, &freeze.GuardError{Path: t.Path, Rule: "names a file through a process's own view (another mount namespace, a container's)",
+				Hint: "freeze without --revoke-exec; the container's own runtime can remove the binary"})
+			continue
+		}
 		add(t.Path, t.File)
 	}
 	owners := map[[2]uint64]map[int]bool{} // identity -> uids running it
@@ -68,7 +77,6 @@ func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error)
 	}
 	roots := freeze.DisposableRoots(c.Disposable)
 	var revs []freeze.Revocation
-	var refused []error
 	for _, f := range files {
 		r, err := freeze.CheckRevoke(f.path, roots, c.Force)
 		if err == nil {
