@@ -239,9 +239,17 @@ func (g *Guard) Close() error {
 func (g *Guard) Serve(stop <-chan struct{}) {
 	go g.readFIFO()
 	go g.accept()
-	go g.heartbeat(stop)
+	// The heartbeat and the automatic mode end with stop, and Serve waits
+	// for them: a heartbeat still being written after Serve returned was
+	// renamed into place after Close removed it (seen as a run directory
+	// that would not empty in a test under load).
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { defer wg.Done(); g.heartbeat(stop) }()
 	if g.c.Auto != nil {
-		go g.watch(g.c.Auto, stop)
+		wg.Add(1)
+		go func() { defer wg.Done(); g.watch(g.c.Auto, stop) }()
 	}
 	for {
 		select {
