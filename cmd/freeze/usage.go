@@ -38,7 +38,9 @@ order that works:
 Options:
     -p, --path PATH          absolute path of the runaway executable
                              (repeatable); a copy at another path is
-                             another file and is never touched
+                             another file and is never touched; a
+                             container's: /proc/PID/exe, or
+                             /proc/PID/root/PATH (as that process sees it)
     -u, --under DIR          every executable running from under DIR,
                              such as a test cache (repeatable)
     -a, --arg STRING         only processes with an argv element equal to
