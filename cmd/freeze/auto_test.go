@@ -14,7 +14,9 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
+	"freeze/internal/freeze"
 	"freeze/internal/gate"
+	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
@@ -136,8 +138,12 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 		if st, err := proc.Default.ReadStat(other); err != nil || st.State == 'T' {
 			t.Errorf("the other user's process of the file: %v, state %c (want alive, not stopped)", err, st.State)
 		}
-		if cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", other)); strings.Contains(string(cg), "/freeze-") {
-			t.Errorf("the other user's process of the file was moved into the hold's group:\n%s", cg)
+		// The hold's own group, by its name (not any freeze-* group: the
+		// suite itself may run in a freeze run's).
+		tg, _ := match.Resolve(c.Path)
+		hold := "/" + freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
+		if cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", other)); strings.Contains(string(cg), hold+"\n") || strings.Contains(string(cg), hold+"/") {
+			t.Errorf("the other user's process of the file was moved into the hold's group %s:\n%s", hold, cg)
 		}
 		peak := c.Peak()
 		t.Logf("held at a peak of %d tasks", peak)
