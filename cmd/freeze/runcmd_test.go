@@ -588,7 +588,9 @@ func TestRunSeesADescendantThatLeftItsGroup(t *testing.T) {
 		move += "echo $$ > " + g + "/cgroup.procs && "
 	}
 	report := filepath.Join(dir, "report.json")
-	script := "/bin/sh -c '" + move + "exec " + sleep + " 60' & sleep 0.3"
+	// The command waits until its child has left, then exits.
+	script := "/bin/sh -c '" + move + "exec " + sleep + " 60' & " +
+		"for i in $(seq 1 200); do grep -q freeze-test-escape /proc/$!/cgroup && break; sleep 0.05; done"
 	c, code := runUnder(t, []string{bin, "run", "--wait-delay", "300ms", "--report", report, "-t", filepath.Join(dir, "run.jsonl"), "--", "/bin/sh", "-c", script}, 60*time.Second)
 	var r runJSON
 	b, _ := os.ReadFile(report)

@@ -117,6 +117,25 @@ func Run(c Config) (Report, error) {
 	rep.Refused, rep.Peak = cp.refused(), cp.peak()
 	t1 := time.Now()
 	rep.Zero, rep.TeardownErr = teardown(cp)
+	// Once more after the teardown: a process that was moving itself out
+	// while the group was torn down escaped both the first look and the
+	// kill (seen under load: it wrote its pid to another cgroup.procs
+	// between the two).
+	if late := escaped(cp, cmd.Process.Pid); len(late) > 0 {
+		seen := map[int]bool{}
+		for _, l := range rep.Leftovers {
+			seen[l.PID] = true
+		}
+		for _, l := range late {
+			if !seen[l.PID] {
+				rep.Leftovers = append(rep.Leftovers, l)
+				c.Rec.RecordOf(timeline.StageMatch, timeline.StepLeftover, l.String(), l.Record())
+			}
+		}
+		if !c.KeepEscaped {
+			killEscaped(late)
+		}
+	}
 	t2 := time.Now()
 	if err := cp.remove(); err != nil && rep.TeardownErr == nil {
 		rep.TeardownErr = err
