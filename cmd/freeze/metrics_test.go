@@ -127,32 +127,52 @@ func TestGuardMetricsFile(t *testing.T) {
 	}
 
 	// Spinning: each process at the cap retries its fork every 1 ms, so
-	// the gate stops some before zero (at 50 ms a quick run could end
-	// before any process tried: seen once in CI).
-	c := treeAtCap(t, 100, time.Millisecond)
-	tl := filepath.Join(t.TempDir(), "t.jsonl")
-	ask(t, dir, "--path '"+c.Path+"' --timeline '"+tl+"'\n")
-	end := time.Now().Add(60 * time.Second)
-	for {
-		mfs := read()
-		zero, _ := value(mfs, "freeze_guard_runs_total", "outcome", "zero")
-		ttz, _ := value(mfs, "freeze_last_run_time_to_zero_seconds", "", "")
-		if zero == 1 && ttz > 0 {
-			if ttz > 60 {
-				t.Errorf("time to zero %v s", ttz)
+	// the gate usually stops some before zero. Not always: beside a CPU
+	// hog, a lifted freeze killed the whole chain before any of it ran
+	// again (seen once in five runs), and a count of 0 is then true. So
+	// up to three chains, one after another, until a run counts a stop;
+	// the counters are the sum of the runs.
+	var forks uint64
+	var tl string
+	runs := 0
+	for try := 1; ; try++ {
+		runs = try
+		c := treeAtCap(t, 100, time.Millisecond)
+		tl = filepath.Join(t.TempDir(), "t.jsonl")
+		ask(t, dir, "--path '"+c.Path+"' --timeline '"+tl+"'\n")
+		end := time.Now().Add(60 * time.Second)
+		for {
+			mfs := read()
+			zero, _ := value(mfs, "freeze_guard_runs_total", "outcome", "zero")
+			ttz, _ := value(mfs, "freeze_last_run_time_to_zero_seconds", "", "")
+			if zero == float64(try) && ttz > 0 {
+				if ttz > 60 {
+					t.Errorf("time to zero %v s", ttz)
+				}
+				break
 			}
+			if time.Now().After(end) {
+				b, _ := os.ReadFile(file)
+				t.Fatalf("the metrics file never said run %d reached zero:\n%s\nguard:\n%s", try, b, g.Stderr())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if left := c.Survivors(); len(left) > 0 {
+			t.Fatalf("%d of the chain alive after zero", len(left))
+		}
+		n, gated := gateCounts(t, dir, tl)
+		forks += n
+		if !gated || n > 0 {
 			break
 		}
-		if time.Now().After(end) {
-			b, _ := os.ReadFile(file)
-			t.Fatalf("the metrics file never said the run reached zero:\n%s\nguard:\n%s", b, g.Stderr())
+		if try == 3 {
+			t.Fatalf("three gated runs each count 0 forks stopped of a chain that retries a fork every 1 ms")
 		}
-		time.Sleep(100 * time.Millisecond)
+		t.Logf("run %d: the gate counted no fork (the chain did not run again before the kill): another chain", try)
 	}
-	if left := c.Survivors(); len(left) > 0 {
-		t.Fatalf("%d of the chain alive after zero", len(left))
+	if got, _ := value(read(), "freeze_gate_forks_refused_total", "", ""); uint64(got) != forks {
+		t.Errorf("freeze_gate_forks_refused_total %v; the runs' timelines say %d", got, forks)
 	}
-	gateCounts(t, dir, tl, read())
 	// The command line's census reads the same from the guard's lock and
 	// log.
 	out, err := exec.Command(bin, "census", "--format", "prometheus", "--sample", "10ms", "--run-dir", dir).Output()
@@ -162,8 +182,8 @@ func TestGuardMetricsFile(t *testing.T) {
 	mfs := parseExposition(t, out)
 	armed, _ := value(mfs, "freeze_guard_armed", "", "")
 	zero, _ := value(mfs, "freeze_guard_runs_total", "outcome", "zero")
-	if armed != 1 || zero != 1 {
-		t.Errorf("census --run-dir with the guard armed: armed %v, runs to zero %v; want 1 and 1", armed, zero)
+	if armed != 1 || zero != float64(runs) {
+		t.Errorf("census --run-dir with the guard armed: armed %v, runs to zero %v; want 1 and %d", armed, zero, runs)
 	}
 	if err := syscall.Kill(g.Leader, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -183,11 +203,12 @@ func TestGuardMetricsFile(t *testing.T) {
 	}
 }
 
-// gateCounts checks that a gated request's counts reach the guard's log
-// and its metrics as the run's timeline has them. The chain retries its
-// forks every 1 ms at its cap, so the gate stops some of them: 0 is the old bug,
-// where the log read an in-memory count as the wrong type and wrote 0.
-func gateCounts(t *testing.T, dir, tl string, mfs map[string]*dto.MetricFamily) {
+// gateCounts checks that a gated request's count of forks stopped reaches
+// the guard's log as the run's timeline has it, and returns it, and
+// whether the run was gated. The caller requires a run that counts more
+// than 0: 0 everywhere is the old bug, where the log read an in-memory
+// count as the wrong type and wrote 0.
+func gateCounts(t *testing.T, dir, tl string) (uint64, bool) {
 	t.Helper()
 	events, err := timeline.ReadFile(tl)
 	if err != nil {
@@ -196,16 +217,11 @@ func gateCounts(t *testing.T, dir, tl string, mfs map[string]*dto.MetricFamily) 
 	h := timeline.Summarize("", tl, events)
 	if h.Method != "bpf" {
 		t.Logf("the run used %s, not the gate: no gate counts to check", h.Method)
-		return
-	}
-	if h.GateForks == 0 {
-		t.Fatalf("the gated run's timeline counts 0 forks stopped of a chain that retries a fork every 1 ms")
+		return 0, false
 	}
 	e := waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["timeline"] == tl })
 	if got, _ := e["gate_forks"].(float64); uint64(got) != h.GateForks {
 		t.Errorf("guard.log says gate_forks %v; the run's timeline says %d", e["gate_forks"], h.GateForks)
 	}
-	if got, _ := value(mfs, "freeze_gate_forks_refused_total", "", ""); uint64(got) != h.GateForks {
-		t.Errorf("freeze_gate_forks_refused_total %v; the run's timeline says %d", got, h.GateForks)
-	}
+	return h.GateForks, true
 }
