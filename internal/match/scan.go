@@ -6,9 +6,7 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 
 	"freeze/internal/proc"
 )
@@ -389,14 +387,11 @@ func (s *Scanner) matchExe(pid int, f proc.File, err error) (Reason, string, err
 // owner is the uid that owns /proc/PID: the process's effective uid
 // (proc(5)), or -1.
 func (s *Scanner) owner(pid int) int {
-	fi, err := os.Stat(s.fs.Root + "/" + strconv.Itoa(pid))
+	uid, err := s.fs.UID(pid)
 	if err != nil {
 		return -1
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid)
-	}
-	return -1
+	return uid
 }
 
 // matchUID checks the owner of a process that already passed the

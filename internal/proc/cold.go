@@ -1,9 +1,11 @@
 package proc
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // The cold readers: files read once a run, or only for the few processes
@@ -118,17 +120,14 @@ func (p FS) Policies(pid int) (map[int]int, error) {
 	return out, nil
 }
 
-// UID is the real user id of process pid (the Uid line of its status):
-// who owns a chain, for the rules that act only on the chain's owner's
-// files.
+// UID is the effective user id of process pid: the owner of /proc/PID
+// (proc(5)), one stat(2), where the status file would be parsed whole.
+// Effective, as the gate's owner filter reads it in the kernel
+// (cred->euid), so that --uid, the guard's judgement and the gate agree.
 func (p FS) UID(pid int) (int, error) {
-	pr, err := p.procOf(pid)
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat(p.Root+"/"+strconv.Itoa(pid), &st); err != nil {
 		return 0, gone(err)
 	}
-	st, err := pr.NewStatus()
-	if err != nil {
-		return 0, gone(err)
-	}
-	return int(st.UIDs[0]), nil
+	return int(st.Uid), nil
 }
