@@ -108,6 +108,16 @@ func runCensus(o out, args []string) int {
 	return exitZero
 }
 
+// where says, after a row's executable, the container and pod its
+// processes run in; nothing on the host. The place comes from cgroup
+// paths the container's owner may name: printed on one line.
+func where(row census.Row) string {
+	if p := row.Place(); !p.Host() {
+		return "  in " + match.OneLine(p.String())
+	}
+	return ""
+}
+
 // printCensus prints a census as text: the verdict, the table, the
 // suspects, the ports held open, and the command for the top suspect.
 func printCensus(o out, r *census.Report) {
@@ -122,7 +132,7 @@ func printCensus(o out, r *census.Report) {
 	fmt.Fprintln(tw, "count\torphans\tcpu%\t+new\t-gone\toldest\tpgrps\tsessions\t\texecutable")
 	for _, row := range r.Rows {
 		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%s\t%d\t%d\t\t%s\n", row.Count, row.Orphaned, row.CPUPercent, row.Appeared, row.Vanished,
-			age(row.OldestAgeS), row.Groups, row.Sessions, match.OneLine(row.Exe))
+			age(row.OldestAgeS), row.Groups, row.Sessions, match.OneLine(row.Exe)+where(row))
 	}
 	tw.Flush()
 	suspects := 0
@@ -132,7 +142,7 @@ func printCensus(o out, r *census.Report) {
 				fmt.Fprintln(w, "\nsuspects:")
 			}
 			suspects++
-			fmt.Fprintf(w, "  %s: %s; processes of %s\n", match.OneLine(filepath.Base(row.Exe)), row.Reasons, timeline.Dash(row.Owners))
+			fmt.Fprintf(w, "  %s%s: %s; processes of %s\n", match.OneLine(filepath.Base(row.Exe)), where(row), row.Reasons, timeline.Dash(row.Owners))
 		}
 	}
 	if suspects == 0 {

@@ -75,6 +75,7 @@ type stopFlags struct {
 	words              []string // as given, for the record and the run lock
 	paths, under, args []string
 	uids               []int
+	container, pod     string
 	noDesc, hold       bool
 	dryRun, jsonOut    bool
 	force              bool
@@ -194,6 +195,8 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	fl.StringArrayVarP(&f.under, "under", "u", nil, "")
 	fl.StringArrayVarP(&f.args, "arg", "a", nil, "")
 	fl.IntSliceVar(&f.uids, "uid", nil, "")
+	fl.StringVar(&f.container, "container", "", "")
+	fl.StringVar(&f.pod, "pod", "", "")
 	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
 	fl.StringVarP(&f.method, "method", "m", "auto", "")
 	fl.StringVar(&f.btf, "btf", "", "")
@@ -277,18 +280,31 @@ func (f stopFlags) check(o out) (freeze.Method, int) {
 // spec validates the targets; a non-zero code means stop with it.
 func (f stopFlags) spec(o out) (match.Spec, int) {
 	var spec match.Spec
+	scope, members, code := f.scope(o)
+	if code != 0 {
+		return spec, code
+	}
 	if len(f.paths) == 0 && len(f.under) == 0 {
 		o.errorf("no target: name the runaway executable")
 		o.hintf("freeze --path /abs/path/to/binary; 'freeze census' shows what holds the machine and prints the command")
 		return spec, exitUsage
 	}
 	for _, p := range f.paths {
+		if !scope.Zero() {
+			ts, code := f.containerTargets(o, p, scope, members)
+			if code != 0 {
+				return spec, code
+			}
+			spec.Targets = append(spec.Targets, ts...)
+			continue
+		}
 		t, code := f.pathTarget(o, p)
 		if code != 0 {
 			return spec, code
 		}
 		spec.Targets = append(spec.Targets, t)
 	}
+	spec.Scope = scope
 	for _, d := range f.under {
 		real, code := f.underDir(o, d)
 		if code != 0 {

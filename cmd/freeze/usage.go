@@ -45,6 +45,14 @@ Options:
                              such as a test cache (repeatable)
     -a, --arg STRING         only processes with an argv element equal to
                              STRING: needed for interpreters (repeatable)
+        --container ID       only processes in this container, and --path
+                             is a path inside it (ID as 'podman ps',
+                             'docker ps' or 'crictl ps' print it: 12 hex
+                             characters or all 64); read from cgroups
+        --pod UID            only processes in this Kubernetes pod, and
+                             --path is found inside each of its
+                             containers (kubectl get pod NAME -o
+                             jsonpath='{.metadata.uid}')
         --uid UID            only processes of user UID (repeatable): one
                              user's chain, where others run the same file
         --no-descendants     leave out the descendants of matches
@@ -108,6 +116,8 @@ Examples:
     freeze --revoke-exec --path /tmp/TestX123/cache/tool
     freeze restore --timeline /var/tmp/freeze/freeze-tool-1a2b3c4d-20261129T200000Z.jsonl
     freeze --path /usr/bin/python3 --arg /srv/jobs/loop.py
+    freeze --container 3f25a1b2c3d4 --path /opt/app/worker   # inside a container
+    freeze --pod 1234abcd-0000-1111-2222-333344445555 --path /opt/app/worker
     exec freeze --path /tmp/x/tool    # when the shell cannot fork
     freeze census                      # what holds the machine, and the command
     freeze drill                       # practise on a chain of its own

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/container"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 )
@@ -74,7 +75,10 @@ func take(fs proc.FS) map[int]snap {
 		// namespace a user's binary bind-mounted over /usr/bin/yes reads
 		// as /usr/bin/yes, which is another file for root.
 		f, _ := fs.ExeFile(pid)
-		out[pid] = snap{exe, rowKey{exe, f.Dev, f.Ino}, st.PPID, st.PGRP, st.Session, st.UTime + st.STime, st.Start}
+		// And where it runs: one path text on the host and in a
+		// container are two rows (#33).
+		place, _ := container.Of(fs, pid)
+		out[pid] = snap{exe, rowKey{exe, f.Dev, f.Ino, place}, st.PPID, st.PGRP, st.Session, st.UTime + st.STime, st.Start}
 	}
 	return out
 }
@@ -136,7 +140,7 @@ func rowsOf(a, b map[int]snap, elapsed float64, uptime uint64) []Row {
 	sessions := map[rowKey]map[int]bool{}
 	get := func(k rowKey) *Row {
 		if rows[k] == nil {
-			rows[k] = &Row{Exe: k.exe, Dev: k.dev, Ino: k.ino}
+			rows[k] = &Row{Exe: k.exe, Dev: k.dev, Ino: k.ino, Runtime: k.place.Runtime, Container: k.place.ID, Pod: k.place.Pod}
 			groups[k], sessions[k] = map[int]bool{}, map[int]bool{}
 		}
 		return rows[k]
@@ -212,6 +216,7 @@ func testLike(exe string) bool {
 type rowKey struct {
 	exe      string
 	dev, ino uint64
+	place    container.Place
 }
 
 // command is the freeze command for a suspect, with --arg for an
@@ -223,7 +228,17 @@ type rowKey struct {
 func command(fs proc.FS, row *Row, procs map[int]snap) string {
 	exe := row.Exe
 	path := strings.TrimSuffix(exe, " (deleted)")
-	if path == exe { // a live file: its path must be that file
+	key := rowKey{exe, row.Dev, row.Ino, row.Place()}
+	scope := ""
+	if place := row.Place(); !place.Host() {
+		// In a container: the path is the container's, and names its
+		// file only inside that container's root.
+		var why string
+		if scope, why = inContainer(fs, path, path != exe, key, procs); scope == "" {
+			row.Reasons += "; " + why
+			return ""
+		}
+	} else if path == exe { // a live file: its path must be that file
 		if f, err := proc.StatFile(path); err != nil || f.Dev != row.Dev || f.Ino != row.Ino {
 			row.Reasons += "; " + path + " is not the file these processes run (another mount namespace, or replaced): find it with ls -l /proc/PID/exe"
 			return ""
@@ -236,8 +251,7 @@ func command(fs proc.FS, row *Row, procs map[int]snap) string {
 		row.Reasons += "; " + why
 		return ""
 	}
-	key := rowKey{exe, row.Dev, row.Ino}
-	cmd := "freeze --path " + match.ShellQuote(path)
+	cmd := "freeze " + scope + "--path " + match.ShellQuote(path)
 	base := filepath.Base(path)
 	if match.IsInterpreter(base) {
 		script, share := script(fs, key, procs)
@@ -251,6 +265,31 @@ func command(fs proc.FS, row *Row, procs map[int]snap) string {
 		return cmd + " --arg " + match.ShellQuote(script)
 	}
 	return cmd
+}
+
+// inContainer returns the flags that name a container's row ("--container
+// ID " or "--pod UID "), after checking, through one of the row's own
+// processes, that path in that container's root is the very file the row
+// runs; else "" and why not.
+func inContainer(fs proc.FS, path string, deleted bool, key rowKey, procs map[int]snap) (string, string) {
+	if deleted {
+		return "", path + " was deleted inside " + key.place.String() + ": name it by a process, freeze --path /proc/PID/exe (ls -l /proc/PID/exe finds them)"
+	}
+	flag := "--container " + key.place.Short() + " "
+	if key.place.ID == "" {
+		flag = "--pod " + key.place.Pod + " "
+	}
+	for pid, s := range procs {
+		if s.id != key {
+			continue
+		}
+		t, err := match.Resolve(fs.Root + "/" + strconv.Itoa(pid) + "/root" + path)
+		if err == nil && t.File.Dev == key.dev && t.File.Ino == key.ino {
+			return flag, ""
+		}
+		break
+	}
+	return "", path + " inside " + key.place.String() + " is not the file these processes run (replaced, or another mount namespace within it): name it by a process, freeze --path /proc/PID/exe"
 }
 
 // deletedAmbiguous says why 'freeze --path PATH' would not contain the
@@ -319,7 +358,7 @@ func script(fs proc.FS, key rowKey, procs map[int]snap) (string, float64) {
 // owners says whose processes a row's are, by user id, most first (the
 // owner of /proc/PID is the process's effective user).
 func owners(fs proc.FS, row Row, procs map[int]snap) string {
-	key := rowKey{row.Exe, row.Dev, row.Ino}
+	key := rowKey{row.Exe, row.Dev, row.Ino, row.Place()}
 	by := map[uint32]int{}
 	for pid, s := range procs {
 		if s.id != key {

@@ -9,6 +9,8 @@
 package census
 
 import (
+	"freeze/internal/container"
+
 	"fmt"
 	"strings"
 )
@@ -82,6 +84,17 @@ type Row struct {
 	Owners string `json:"owners,omitempty"`
 	Dev    uint64 `json:"dev,omitempty"` // the executable's identity, as stat(2) of /proc/PID/exe gives it
 	Ino    uint64 `json:"ino,omitempty"`
+	// Where its processes run: the host (all empty), or a container
+	// (its runtime and full id) and the pod that holds it. Rows of one
+	// path text in two places are two rows.
+	Runtime   string `json:"runtime,omitempty"`
+	Container string `json:"container,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+}
+
+// Place is where the row's processes run.
+func (r Row) Place() container.Place {
+	return container.Place{Runtime: r.Runtime, ID: r.Container, Pod: r.Pod}
 }
 
 // Thresholds of Suspect; named so the table test and the help agree.

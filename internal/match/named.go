@@ -23,6 +23,24 @@ type Running struct {
 // bare name (freeze sleep) or a relative path meant. It reads each
 // process's exe link and nothing else.
 func RunningNamed(fs proc.FS, base string) []Running {
+	return runningNamed(fs, base, nil)
+}
+
+// LookAlikes lists the executables named as t's file is that live
+// processes run, other than t's file itself: the same name from another
+// file. A target named through a process's view (a container's file)
+// goes by its identity, since its processes' links read another text.
+func LookAlikes(fs proc.FS, t Target) []Running {
+	return runningNamed(fs, t.Basename, func(pid int, path string) bool {
+		if !t.View {
+			return path == t.Path
+		}
+		f, err := fs.ExeFile(pid)
+		return err == nil && f.Dev == t.File.Dev && f.Ino == t.File.Ino
+	})
+}
+
+func runningNamed(fs proc.FS, base string, same func(pid int, path string) bool) []Running {
 	pids, err := fs.PIDs(nil)
 	if err != nil {
 		return nil
@@ -30,7 +48,7 @@ func RunningNamed(fs proc.FS, base string) []Running {
 	byPath := map[string]*Running{}
 	for _, pid := range pids {
 		p, deleted, err := fs.ExePath(pid)
-		if err != nil || filepath.Base(p) != base {
+		if err != nil || filepath.Base(p) != base || same != nil && same(pid, p) {
 			continue
 		}
 		r := byPath[p]

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"freeze/internal/container"
 	"freeze/internal/proc"
 )
 
@@ -44,7 +45,11 @@ type Spec struct {
 	// processes whose owner (the effective uid /proc/PID belongs to) is
 	// one of these: the guard's automatic hold of one user's chain must
 	// not reach another user's process of the same file (--uid).
-	UIDs          []int
+	UIDs []int
+	// Scope, if set, limits the matches by file to processes in one
+	// container or pod (--container, --pod): the same program on the
+	// host, or in another container, is not the chain.
+	Scope         container.Scope
 	NoDescendants bool
 }
 
@@ -80,6 +85,10 @@ type Result struct {
 	Hidden  []Hidden
 	Scanned int // processes looked at
 	Counts  map[Reason]int
+	// Where the matches by file run, with how many: kept for a run in
+	// a container's or pod's scope or of a file named through a
+	// process's view (the record names each container it acted in).
+	Where map[container.Place]int
 }
 
 // Live is the number of matched live processes.
@@ -98,6 +107,7 @@ type Scanner struct {
 	// TaskErr is the last error of the task source; the scan that met it
 	// read /proc instead.
 	TaskErr error
+	places  bool // keep Result.Where
 }
 
 // TaskSource lists every process with what a scan reads of it, appended
@@ -140,7 +150,9 @@ func NewScanner(fs proc.FS, spec Spec) *Scanner {
 		}
 		pid = st.PPID
 	}
+	s.places = !spec.Scope.Zero()
 	for _, t := range spec.Targets {
+		s.places = s.places || t.View
 		c := t.Basename
 		if len(c) > 15 { // TASK_COMM_LEN - 1
 			c = c[:15]
@@ -188,7 +200,7 @@ func (s *Scanner) Scan() (Result, error) {
 		return res, err
 	}
 	nodes, matched := l.nodes, l.matched
-	res.Hidden = l.hidden
+	res.Hidden, res.Where = l.hidden, l.where
 	res.Scanned = len(nodes)
 	slices.SortFunc(nodes, func(a, b node) int { return a.pid - b.pid })
 	if !s.spec.NoDescendants && matched > 0 {
@@ -306,6 +318,7 @@ type looked struct {
 	nodes   []node
 	matched int
 	hidden  []Hidden
+	where   map[container.Place]int
 }
 
 // look reads one process's stat and exe link from /proc.
@@ -336,9 +349,16 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 		return
 	}
 	r, exe, err := s.matchExe(pid, f, ferr)
-	if r != 0 && s.matchUID(pid) && s.matchArgs(pid) {
+	if r != 0 && s.matchUID(pid) && s.matchScope(pid) && s.matchArgs(pid) {
 		n.reason, n.exe, n.in = r, exe, true
 		l.matched++
+		if s.places {
+			if l.where == nil {
+				l.where = map[container.Place]int{}
+			}
+			p, _ := container.Of(s.fs, pid)
+			l.where[p]++
+		}
 	}
 	l.nodes = append(l.nodes, n)
 	if r == 0 && errors.Is(err, fs.ErrPermission) && s.comms[st.Comm] {
@@ -401,6 +421,16 @@ func (s *Scanner) matchUID(pid int) bool {
 		return true
 	}
 	return slices.Contains(s.spec.UIDs, s.owner(pid))
+}
+
+// matchScope reads the cgroup of a process that already passed the
+// executable filter, against --container or --pod.
+func (s *Scanner) matchScope(pid int) bool {
+	if s.spec.Scope.Zero() {
+		return true
+	}
+	p, err := container.Of(s.fs, pid)
+	return err == nil && s.spec.Scope.Holds(p)
 }
 
 // matchArgs reads cmdline, only for a process that already passed the

@@ -176,6 +176,12 @@ func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 	if len(spec.Args) > 0 {
 		return nil, "with --arg the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
 	}
+	if !spec.Scope.Zero() {
+		// A file can be shared beyond the scope (a host directory
+		// bound into two containers): gated by file, the other's
+		// processes would be held too.
+		return nil, "in one " + spec.Scope.String() + " the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
+	}
 	var files []gate.File
 	var deleted []string
 	for _, t := range spec.Targets {

@@ -3,8 +3,11 @@ package stop
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
+	"freeze/internal/container"
 	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/rounds"
@@ -35,10 +38,12 @@ func (r *run) match() error {
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
+	where, in := whereOf(res)
+	msg += in
 	r.rec.RecordOf(timeline.StageMatch, timeline.StepMatch, msg, timeline.Matched{
 		Matched: res.Live(), ByPath: res.Counts[match.ByPath], ByDeleted: res.Counts[match.ByDeleted],
 		ByUnder: res.Counts[match.ByUnder], Descendants: res.Counts[match.ByDescendant],
-		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from})
+		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from, Where: where})
 	r.out.Hidden = res.Hidden
 	if len(res.Hidden) > 0 {
 		var pids []int
@@ -172,15 +177,37 @@ func (r *run) dryRunProcesses() {
 	}
 }
 
+// whereOf lists the containers and pods the matches run in, most first,
+// and says them for the match's line: "; in podman 661e5390e538 (300)".
+// The names come from cgroup paths the container's owner may name.
+func whereOf(res match.Result) ([]timeline.Where, string) {
+	var where []timeline.Where
+	for p, n := range res.Where {
+		where = append(where, timeline.Where{Runtime: p.Runtime, Container: p.ID, Pod: p.Pod, Processes: n})
+	}
+	sort.Slice(where, func(i, j int) bool {
+		if where[i].Processes != where[j].Processes {
+			return where[i].Processes > where[j].Processes
+		}
+		return where[i].Container+where[i].Pod < where[j].Container+where[j].Pod
+	})
+	var parts []string
+	for _, w := range where {
+		p := container.Place{Runtime: w.Runtime, ID: w.Container, Pod: w.Pod}
+		parts = append(parts, fmt.Sprintf("%s (%d)", match.OneLine(p.String()), w.Processes))
+	}
+	if len(parts) == 0 {
+		return nil, ""
+	}
+	return where, "; in " + strings.Join(parts, ", ")
+}
+
 // lookAlikes says where a target's name runs from another file: the
 // match is by file, so those are left alone, and an operator who meant
 // them learns it before the incident, not after.
 func (r *run) lookAlikes() {
 	for _, t := range r.c.Spec.Targets {
-		for _, other := range match.RunningNamed(r.c.FS, t.Basename) {
-			if other.Path == t.Path {
-				continue
-			}
+		for _, other := range match.LookAlikes(r.c.FS, t) {
 			r.rec.Record(timeline.StageMatch, timeline.StepLookAlike, fmt.Sprintf("not matched: %s also runs as %s (%s), a different file: left alone; name it with --path to include it",
 				t.Basename, match.ShellQuote(other.Path), match.Count(other.Count, "process", "processes")),
 				timeline.F{"target": t.Path, "path": other.Path, "count": other.Count})

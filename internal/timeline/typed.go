@@ -63,6 +63,18 @@ type Matched struct {
 	Scanned     int     `json:"scanned"`
 	ScanMS      float64 `json:"scan_ms"`
 	ScanFrom    string  `json:"scan_from"`
+	// Where the matches run, for a run in a container or pod (or of a
+	// container's file named through a process): each container and
+	// pod, and how many of the matches are there.
+	Where []Where `json:"where,omitempty"`
+}
+
+// Where is one container or pod a run acted in; all empty is the host.
+type Where struct {
+	Runtime   string `json:"runtime,omitempty"`
+	Container string `json:"container,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	Processes int    `json:"processes"`
 }
 
 // MethodChosen is the frozen set the run opened (StepMethod).

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"freeze/internal/container"
+	"freeze/internal/match"
+	"freeze/internal/proc"
+	"freeze/internal/safedir"
+)
+
+// scope checks --container and --pod and finds what they name, from the
+// processes' cgroups; the zero Scope when neither is given.
+func (f stopFlags) scope(o out) (container.Scope, []container.Member, int) {
+	if f.container == "" && f.pod == "" {
+		return container.Scope{}, nil, 0
+	}
+	flag := "--container"
+	if f.pod != "" {
+		flag = "--pod"
+	}
+	switch {
+	case f.container != "" && f.pod != "":
+		o.errorf("--container and --pod together: give one")
+		o.hintf("--container for one container, --pod for every container of a pod")
+		return container.Scope{}, nil, exitUsage
+	case len(f.paths) == 0:
+		o.errorf("%s needs --path: the chain's executable, as its path reads inside the container", flag)
+		o.hintf("a container or pod holds many programs, and stopping all of them is another request: 'podman stop', 'crictl stop' or 'systemctl kill' of its unit, or 'echo 1 > cgroup.kill' in its cgroup")
+		return container.Scope{}, nil, exitUsage
+	case len(f.under) > 0:
+		o.errorf("--under with %s: --under names a directory of this host", flag)
+		o.hintf("name the chain's file with --path, as its path reads inside the container")
+		return container.Scope{}, nil, exitUsage
+	}
+	var id, pod string
+	var err error
+	if f.container != "" {
+		id, err = container.ParseID(f.container)
+	} else {
+		pod, err = container.ParsePod(f.pod)
+	}
+	if err != nil {
+		o.errorf("%s %v", flag, err)
+		o.hintf("'freeze census' names the container and the pod of each row")
+		return container.Scope{}, nil, exitUsage
+	}
+	sc, members, err := container.Resolve(proc.Default, id, pod)
+	var nf *container.NotFound
+	switch {
+	case errors.As(err, &nf):
+		o.errorf("%v", err)
+		if len(nf.Candidates) == 0 {
+			o.hintf("no process here runs in a container or a pod that freeze can name from its cgroup: check the id with 'podman ps', 'docker ps' or 'crictl ps', and run freeze on the container's host")
+		} else {
+			o.hintf("containers seen here:")
+			for _, line := range container.Describe(nf.Candidates, 10) {
+				o.hintf("  %s", match.OneLine(line))
+			}
+			o.hintf("'freeze census' shows which of them holds the chain, and the command for it")
+		}
+		return sc, nil, exitUsage
+	case err != nil:
+		o.errorf("%s: %v", flag, err)
+		return sc, nil, exitUsage
+	}
+	return sc, members, 0
+}
+
+// viewTries bounds the processes of one container tried for its root: a
+// process can exit between the listing and the open.
+const viewTries = 5
+
+// containerTargets resolves one --path inside the root of each container
+// of the scope, through one of its processes (/proc/PID/root, opened in
+// that root, never through this host's /), and applies the refusals. A
+// pod's containers each have their own root: the path is the chain's
+// file in those that have one.
+func (f stopFlags) containerTargets(o out, p string, sc container.Scope, members []container.Member) ([]match.Target, int) {
+	if !filepath.IsAbs(p) {
+		o.errorf("--path %q is not absolute", p)
+		o.hintf("give the path as it reads inside the container, for example --path /opt/app/worker")
+		return nil, exitUsage
+	}
+	if safedir.IsProcView(p) {
+		o.errorf("--path %s already names a process's own view of a file, and %s another", p, sc)
+		o.hintf("drop --container and --pod, or give the path as it reads inside the container")
+		return nil, exitUsage
+	}
+	var ts []match.Target
+	seen := map[proc.File]bool{}
+	for _, m := range members {
+		t, ok := resolveIn(m, p)
+		if !ok || seen[proc.File{Dev: t.File.Dev, Ino: t.File.Ino}] {
+			continue
+		}
+		seen[proc.File{Dev: t.File.Dev, Ino: t.File.Ino}] = true
+		o.sayf("--path %s in %s: matching the file as that container holds it (device %d, inode %d), not this host's %s", p, match.OneLine(m.Place.String()), t.File.Dev, t.File.Ino, p)
+		if r := match.Refuse(proc.Default, t, len(f.args) > 0, f.force); r != nil {
+			o.errorf("refused: %s", r.Rule)
+			o.hintf("%s", r.Hint)
+			return nil, exitRefused
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		o.errorf("--path %s: no regular file of that path in %s", p, sc)
+		o.hintf("the path is as the container sees it (podman exec ID ls -l %s); or name a process's own file: --path /proc/PID/exe", match.ShellQuote(p))
+		return nil, exitUsage
+	}
+	return ts, 0
+}
+
+// resolveIn resolves path in the root of one container, through the
+// first of its processes that still lives.
+func resolveIn(m container.Member, path string) (match.Target, bool) {
+	for i, pid := range m.PIDs {
+		if i == viewTries {
+			break
+		}
+		root := "/proc/" + strconv.Itoa(pid) + "/root"
+		t, err := match.Resolve(root + path)
+		if err == nil {
+			t.Given = path
+			return t, true
+		}
+		if _, serr := os.Stat(root); errors.Is(err, fs.ErrNotExist) && serr == nil || errors.Is(err, match.ErrNotRegular) {
+			return t, false // the process lives: the file is not in this root
+		}
+	}
+	return match.Target{}, false
+}
