@@ -1,0 +1,189 @@
+package container_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/census"
+	"freeze/internal/container"
+	"freeze/internal/containtest"
+	"freeze/internal/proc"
+)
+
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+// scene is a chain in a podman container, and on the host a copy of the
+// same program at the same path text, running: the decoy that freeze
+// took for the container's file before (#33).
+type scene struct {
+	bin   string // the test's freeze
+	path  string // the worker's path, the same text inside and out
+	decoy *containtest.Chain
+	c     *containtest.Container
+	pod   string
+}
+
+// newScene starts the decoy (a tree of at most 20, the harness's cap)
+// and a container whose worker, at the same path, grows a tree capped by
+// --pids-limit limit (a literal of the test, at most 250), all of the
+// containers under the harness's cap of 300.
+func newScene(t *testing.T, pod string, limit int) *scene {
+	pm := containtest.NewPodman(t, 300)
+	s := &scene{bin: containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN"), pod: pod}
+	s.decoy = containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "worker", Cap: 20, HopCap: 1000, Timeout: 180 * time.Second})
+	s.path = s.decoy.Path
+	image := pm.Image(map[string]string{s.path: s.decoy.Path})
+	deadline := strconv.FormatInt(time.Now().Add(150*time.Second).Unix(), 10)
+	s.c = pm.Run(containtest.ContainerSpec{Image: image, PidsLimit: limit, Timeout: 150 * time.Second, Pod: pod,
+		Command: []string{s.path, "-s", "tree", "-i", "100000", "-H", "1000", "-D", deadline}})
+	if got := s.c.WaitPopulation(40, 60*time.Second); got < 40 {
+		t.Fatalf("the container's chain reached %d processes in 60s, want 40", got)
+	}
+	if got := s.decoy.WaitPopulation(10, 60*time.Second); got < 10 {
+		t.Fatalf("the decoy reached %d processes in 60s, want 10", got)
+	}
+	return s
+}
+
+// freeze runs the test's freeze with args, capped by the harness, and
+// returns its exit status and stderr.
+func (s *scene) freeze(t *testing.T, args ...string) (int, string) {
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 120 * time.Second,
+		Command: append([]string{s.bin, "--no-guard", "--timeline", filepath.Join(t.TempDir(), "t.jsonl")}, args...)})
+	ws, ok := fz.Exit(90 * time.Second)
+	if !ok {
+		t.Fatalf("freeze %s did not finish in 90s:\n%s", strings.Join(args, " "), fz.Stderr())
+	}
+	return ws.ExitStatus(), fz.Stderr()
+}
+
+// contained checks the outcome: exit 0, the container's chain at zero,
+// the decoy untouched.
+func (s *scene) contained(t *testing.T, code int, stderr string, decoyBefore int) {
+	t.Helper()
+	if code != 0 {
+		t.Fatalf("freeze exited %d:\n%s", code, stderr)
+	}
+	if n := s.c.Population(); n != 0 {
+		t.Errorf("%d processes of the container's chain are left:\n%s", n, stderr)
+	}
+	if got := s.decoy.Population(); got < decoyBefore {
+		t.Errorf("the host's decoy at the same path lost processes: %d, was %d:\n%s", got, decoyBefore, stderr)
+	}
+}
+
+func TestContainedFromTheHostByTheProcessExeLink(t *testing.T) {
+	s := newScene(t, "", 60)
+	before := s.decoy.Population()
+	code, stderr := s.freeze(t, "--path", fmt.Sprintf("/proc/%d/exe", s.c.PIDs()[0]))
+	s.contained(t, code, stderr, before)
+}
+
+func TestContainedFromTheHostByTheProcessRoot(t *testing.T) {
+	s := newScene(t, "", 60)
+	before := s.decoy.Population()
+	code, stderr := s.freeze(t, "--path", fmt.Sprintf("/proc/%d/root%s", s.c.PIDs()[0], s.path))
+	s.contained(t, code, stderr, before)
+}
+
+func TestContainedFromTheHostByContainerID(t *testing.T) {
+	s := newScene(t, "", 60)
+	before := s.decoy.Population()
+	code, stderr := s.freeze(t, "--container", s.c.ID[:12], "--path", s.path)
+	s.contained(t, code, stderr, before)
+	if !strings.Contains(stderr, "in podman "+s.c.ID[:12]) {
+		t.Errorf("the record does not name the container:\n%s", stderr)
+	}
+}
+
+func TestContainedFromTheHostByPodUID(t *testing.T) {
+	uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", os.Getpid(), time.Now().UnixNano()&0xffffffffffff)
+	s := newScene(t, uid, 60)
+	before := s.decoy.Population()
+	code, stderr := s.freeze(t, "--pod", uid, "--path", s.path)
+	s.contained(t, code, stderr, before)
+	if !strings.Contains(stderr, "pod "+uid) {
+		t.Errorf("the record does not name the pod:\n%s", stderr)
+	}
+}
+
+// A container id that names no container is refused with the
+// candidates, and nothing is touched.
+func TestUnknownContainerIsRefusedWithTheCandidates(t *testing.T) {
+	s := newScene(t, "", 60)
+	before := s.c.Population()
+	code, stderr := s.freeze(t, "--container", "000000000000", "--path", s.path)
+	if code != 2 || !strings.Contains(stderr, "matches no container") || !strings.Contains(stderr, s.c.ID) {
+		t.Errorf("exit %d, want 2 with the candidates (%s):\n%s", code, s.c.ID[:12], stderr)
+	}
+	if got := s.c.Population(); got < before {
+		t.Errorf("the container's chain lost processes: %d, was %d", got, before)
+	}
+}
+
+// census tells the container's row from the host's of the same path,
+// names the container and the pod, and prints the command that contains
+// exactly that row.
+func TestCensusNamesTheContainerAndThePod(t *testing.T) {
+	uid := fmt.Sprintf("%08x-1111-4000-8000-%012x", os.Getpid(), time.Now().UnixNano()&0xffffffffffff)
+	// 250 copies: a suspect by its count alone (census's threshold is
+	// 200), so census prints its command.
+	s := newScene(t, uid, 250)
+	if got := s.c.WaitPopulation(240, 60*time.Second); got < 240 {
+		t.Fatalf("the container's chain reached %d processes in 60s, want 240", got)
+	}
+	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{s.bin, "census", "--format", "json", "--top", "100"}})
+	if ws, ok := fz.Exit(90 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("census: exit %d (finished %v):\n%s", ws.ExitStatus(), ok, fz.Stderr())
+	}
+	var r census.Report
+	if err := json.Unmarshal([]byte(fz.Stdout()), &r); err != nil {
+		t.Fatalf("census --format json: %v\n%s", err, fz.Stdout())
+	}
+	var in, host *census.Row
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		if row.Exe != s.path {
+			continue
+		}
+		if row.Container == s.c.ID {
+			in = row
+		} else if row.Place().Host() {
+			host = row
+		}
+	}
+	if in == nil || host == nil {
+		t.Fatalf("census has no row for the container's %s (%v) or the host's (%v): %+v", s.path, in != nil, host != nil, r.Rows)
+	}
+	if in.Runtime != "podman" || in.Pod != uid || in.Count < 240 {
+		t.Errorf("the container's row: runtime %q pod %q count %d, want podman, %s, 240 or more", in.Runtime, in.Pod, in.Count, uid)
+	}
+	want := "freeze --container " + s.c.ID[:12] + " --path " + s.path
+	if !in.Suspect || in.Command != want {
+		t.Errorf("the container's row: suspect %v (%s), command %q, want %q", in.Suspect, in.Reasons, in.Command, want)
+	}
+	// And the command it prints contains exactly that row.
+	before := s.decoy.Population()
+	code, stderr := s.freeze(t, "--container", s.c.ID[:12], "--path", s.path)
+	s.contained(t, code, stderr, before)
+}
+
+// Of reads a real container's process as the table says.
+func TestOfAPodmanProcess(t *testing.T) {
+	s := newScene(t, "", 60)
+	pid := s.c.PIDs()[0]
+	p, err := container.Of(proc.Default, pid)
+	if err != nil || p.Runtime != "podman" || p.ID != s.c.ID {
+		t.Fatalf("container.Of(%d) = %+v, %v; want podman %s", pid, p, err, s.c.ID)
+	}
+	if p, _ := container.Of(proc.Default, s.decoy.Leader); !p.Host() {
+		t.Errorf("the decoy on the host reads as %+v", p)
+	}
+}
