@@ -204,7 +204,9 @@ func (c *Container) dir() string {
 // (its init is first while it lives).
 func (c *Container) PIDs() []int {
 	pids := procsUnder(c.dir())
-	sort.Slice(pids, func(i, j int) bool { return startOf(pids[i]) < startOf(pids[j]) || startOf(pids[i]) == startOf(pids[j]) && pids[i] < pids[j] })
+	sort.Slice(pids, func(i, j int) bool {
+		return startOf(pids[i]) < startOf(pids[j]) || startOf(pids[i]) == startOf(pids[j]) && pids[i] < pids[j]
+	})
 	return pids
 }
 
