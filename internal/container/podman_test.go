@@ -13,7 +13,12 @@ import (
 	"freeze/internal/census"
 	"freeze/internal/container"
 	"freeze/internal/containtest"
+	"freeze/internal/freeze"
+	"freeze/internal/gate"
+	"freeze/internal/guard"
+	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/timeline"
 )
 
 func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
@@ -186,4 +191,100 @@ func TestOfAPodmanProcess(t *testing.T) {
 	if p, _ := container.Of(proc.Default, s.decoy.Leader); !p.Host() {
 		t.Errorf("the decoy on the host reads as %+v", p)
 	}
+}
+
+// The guard's automatic mode judges a chain per executable and per
+// container. One file (a test directory bound into two containers, and
+// run on the host too: one identity) runs as a growing tree in container
+// A, as three processes in container B, and as a tree of 20 on the host.
+// Judged by the file alone, they were one chain of over 100, and the
+// hold, by --path, took all three. The guard must hold A's chain, by
+// --container, and leave B's and the host's running.
+func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
+	if k := gate.Probe(""); !k[0].OK {
+		t.Skipf("the gate's counter does not load here: %s", k[0].Why)
+	}
+	pm := containtest.NewPodman(t, 600)
+	bin := containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN")
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "worker", Cap: 20, HopCap: 1000, Timeout: 240 * time.Second})
+	path, dir := decoy.Path, decoy.Dir
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	image := pm.Image(nil)
+	deadline := strconv.FormatInt(time.Now().Add(200*time.Second).Unix(), 10)
+	vol := []string{dir + ":" + dir + ":ro"}
+	b := pm.Run(containtest.ContainerSpec{Image: image, PidsLimit: 3, Timeout: 200 * time.Second, Volumes: vol,
+		Command: []string{path, "-s", "tree", "-i", "100000", "-H", "1000", "-D", deadline}})
+	if got := b.WaitPopulation(3, 60*time.Second); got < 3 {
+		t.Fatalf("container B reached %d processes, want 3", got)
+	}
+	if got := decoy.WaitPopulation(20, 60*time.Second); got < 20 {
+		t.Fatalf("the decoy reached %d processes, want 20", got)
+	}
+	// Whatever the guard holds is removed before the containers are.
+	tg, err := match.Resolve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 240 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", run, "--auto", "100", "--auto-under", dir}})
+	g.WaitStderr("freeze: guard: armed", 30*time.Second)
+	a := pm.Run(containtest.ContainerSpec{Image: image, PidsLimit: 400, Timeout: 200 * time.Second, Volumes: vol,
+		Command: []string{path, "-s", "tree", "-i", "100000", "-H", "1000", "-D", deadline}})
+	t.Cleanup(func() {
+		containtest.RemoveGroups(t, freeze.GroupDirs(freeze.GroupName(match.Spec{Targets: []match.Target{tg}, Scope: container.Scope{ID: a.ID}}))...)
+		for _, e := range guardLog(t, run) {
+			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, timeline.StateDir()+"/") {
+				os.Remove(tl)
+			}
+		}
+	})
+	var req map[string]any
+	for end := time.Now().Add(90 * time.Second); req == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the guard made no automatic request in 90s:\n%s", g.Stderr())
+		}
+		for _, e := range guardLog(t, run) {
+			if e["event"] == "request" && e["source"] == "auto" && e["outcome"] != nil {
+				req = e
+			}
+		}
+	}
+	want := "--container " + a.ID + " --path " + path + " --uid 0 --hold"
+	if got := fmt.Sprint(req["request"]); got != "["+want+"]" || req["outcome"] != "hold" {
+		t.Fatalf("the automatic request: %v, outcome %v; want [%s], hold\n%s", req["request"], req["outcome"], want, g.Stderr())
+	}
+	for what, pids := range map[string][]int{"container B's": b.PIDs(), "the host's": decoy.Survivors()} {
+		for _, pid := range pids {
+			if st, err := proc.Default.ReadStat(pid); err != nil || st.State == 'T' || st.State == 't' {
+				t.Errorf("%s process %d of the same file: %v, state %c (want alive, not stopped)", what, pid, err, st.State)
+			}
+		}
+	}
+	if n := decoy.Population(); n < 20 {
+		t.Errorf("the host's processes of the file went from 20 to %d", n)
+	}
+	held := a.Population()
+	time.Sleep(300 * time.Millisecond)
+	if now := a.Population(); now != held || held == 0 {
+		t.Errorf("container A's chain: %d, then %d: want held", held, now)
+	}
+}
+
+// guardLog reads the guard's log.
+func guardLog(t *testing.T, dir string) []map[string]any {
+	b, err := os.ReadFile(filepath.Join(dir, guard.LogName))
+	if err != nil {
+		return nil
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(string(b), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }

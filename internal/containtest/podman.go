@@ -52,6 +52,10 @@ type ContainerSpec struct {
 	// cgroupfs driver puts a burstable pod's (.../kubepods/burstable/
 	// pod<UID>/), nested in the harness's cap.
 	Pod string
+	// Volumes are podman's -v arguments (HOST:CONTAINER[:ro]): a
+	// directory of the test's bound into the container, so that one file
+	// (one identity) runs inside and out.
+	Volumes []string
 }
 
 // A Container is a running container of a test's Podman.
@@ -172,7 +176,11 @@ func (p *Podman) Run(s ContainerSpec) *Container {
 	// on the machine, and a container's root lacks CAP_SYS_RESOURCE: a
 	// small one would refuse the chain's forks while the suite runs.
 	args := []string{"run", "-d", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=32768:32768",
-		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent, s.Image}
+		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent}
+	for _, v := range s.Volumes {
+		args = append(args, "-v", v)
+	}
+	args = append(args, s.Image)
 	out, err := p.Podman(append(args, s.Command...)...)
 	if err != nil {
 		p.t.Fatalf("podman run: %v\n%s", err, out)

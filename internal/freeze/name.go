@@ -31,6 +31,15 @@ func GroupName(spec match.Spec) string {
 	}
 	keys = append(keys, spec.Under...)
 	keys = append(keys, spec.Args...)
+	// One container's hold is not another's, nor the host's, of the
+	// same file (a directory bound into both): a run on the host must
+	// not take over, thaw or finish a container's held group.
+	if spec.Scope.ID != "" {
+		keys = append(keys, "\x01container:"+spec.Scope.ID)
+	}
+	if spec.Scope.Pod != "" {
+		keys = append(keys, "\x01pod:"+spec.Scope.Pod)
+	}
 	sort.Strings(keys)
 	sum := sha256.Sum256([]byte(strings.Join(keys, "\x00")))
 	clean := strings.Map(func(r rune) rune {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"freeze/internal/container"
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
 	"freeze/internal/match"
@@ -150,6 +151,12 @@ type Verdict struct {
 	// Deleted: the file was deleted under its processes (a rebuilt test
 	// cache); the run finds it through their /proc/PID/exe.
 	Deleted bool
+	// Place is where the judged chain runs: the host, or one container
+	// (and pod). The chain is judged, and held, in that place alone: the
+	// same file bound into another container, or run on the host, is not
+	// its chain. Path is then the path inside the container.
+	Place container.Place
+	pid   int // a process of the chain's deepest lineage
 }
 
 // judge scans /proc for the suspect's processes and applies the rule.
@@ -163,6 +170,7 @@ func (a *Auto) judge(s suspect) Verdict {
 	parent := map[int]int{}
 	mine := map[int]bool{}
 	uid := map[int]int{}
+	place := map[int]container.Place{}
 	for _, pid := range pids {
 		f, err := proc.Default.ExeFile(pid)
 		if err != nil || gate.KeyOf(f) != s.key {
@@ -178,31 +186,33 @@ func (a *Auto) judge(s suspect) Verdict {
 		} else {
 			uid[pid] = -1
 		}
-		if v.Path == "" {
-			v.Path, v.Deleted, _ = proc.Default.ExePath(pid)
-		}
+		place[pid], _ = container.Of(proc.Default, pid)
 	}
-	// The chain is its deepest lineage of one owner: a process counts
-	// deeper only through a parent of the same file and the same user.
-	// Its owner's processes are the chain; another user's processes of
-	// the same file (root running a shared tool, say) are left out of
-	// the count and of the hold.
+	// The chain is its deepest lineage of one owner in one place: a
+	// process counts deeper only through a parent of the same file, the
+	// same user and the same container. Its processes are the chain;
+	// another user's processes of the same file (root running a shared
+	// tool, say), or the same file's in another container or on the
+	// host, are left out of the count and of the hold.
 	v.UID = -1
 	for pid := range mine {
 		d := 1
-		for p := parent[pid]; mine[p] && uid[p] == uid[pid] && d < AutoDepth; p = parent[p] {
+		for p := parent[pid]; mine[p] && uid[p] == uid[pid] && place[p] == place[pid] && d < AutoDepth; p = parent[p] {
 			d++
 		}
 		if d > v.Depth {
-			v.Depth, v.UID = d, uid[pid]
+			v.Depth, v.UID, v.Place, v.pid = d, uid[pid], place[pid], pid
 		}
 	}
 	for pid := range mine {
-		if uid[pid] == v.UID {
+		if uid[pid] == v.UID && place[pid] == v.Place {
 			v.Live++
 		} else {
 			v.LeftOut++
 		}
+	}
+	if v.pid != 0 {
+		v.Path, v.Deleted, _ = proc.Default.ExePath(v.pid)
 	}
 	switch {
 	case v.Path != "" && !a.within(v.Path):
@@ -215,8 +225,10 @@ func (a *Auto) judge(s suspect) Verdict {
 		v.Why = fmt.Sprintf("%d alive but only %d deep (a pool, not a chain)", v.Live, v.Depth)
 	case v.UID < 0:
 		v.Why = "the chain's owner could not be read"
+	case !v.Place.Host() && v.Deleted:
+		v.Why = v.Path + " was deleted inside " + v.Place.String() + ": never acted on automatically (by hand: freeze --path /proc/PID/exe)"
 	default:
-		t, act, why := a.allowed(v.Path, v.Deleted, s.key)
+		t, act, why := a.allowed(v.Path, v.Deleted, s.key, v.Place, v.pid)
 		switch {
 		case act && !a.within(t.Path):
 			v.Why = t.Path + " is outside --auto-under"
@@ -228,11 +240,13 @@ func (a *Auto) judge(s suspect) Verdict {
 	}
 	if v.Act {
 		uidWord := strconv.Itoa(v.UID)
-		v.Words = []string{"--path", v.Path, "--uid", uidWord, "--hold"}
+		v.Words = append(scopeWords(v.Place), "--path", v.Path, "--uid", uidWord, "--hold")
 		if v.LeftOut > 0 {
-			v.Why += fmt.Sprintf("; uid %d's chain only: %d process(es) of the file that other users run are left alone", v.UID, v.LeftOut)
+			v.Why += fmt.Sprintf("; uid %d's chain in %s only: %d process(es) of the file that other users run, or that run elsewhere, are left alone", v.UID, v.Place, v.LeftOut)
 		}
-		if a.Kill {
+		if a.Kill && !v.Place.Host() {
+			v.Why += "; held, not killed: in a container (a disposable copy is a file of this host)"
+		} else if a.Kill {
 			if _, err := freeze.CheckRevoke(v.Path, freeze.DisposableRoots(nil), false); err == nil {
 				v.Words = []string{"--path", v.Path, "--uid", uidWord}
 				v.Why += "; disposable, so killed (--auto-kill)"
@@ -262,10 +276,17 @@ func (a *Auto) within(path string) bool {
 // its owner can swap the path for a symlink to a program root runs, and
 // the run would act on that program: a path that no longer resolves to
 // the judged file is refused (#24, finding 4).
-func (a *Auto) allowed(path string, deleted bool, key gate.FileKey) (match.Target, bool, string) {
+func (a *Auto) allowed(path string, deleted bool, key gate.FileKey, place container.Place, pid int) (match.Target, bool, string) {
 	var t match.Target
 	var err error
-	if deleted {
+	if !place.Host() {
+		// The path is the container's: resolved in its root, through
+		// the chain's own process, as the run will resolve it.
+		t, err = match.Resolve("/proc/" + strconv.Itoa(pid) + "/root" + path)
+		if err == nil {
+			t.Given = path
+		}
+	} else if deleted {
 		// The README's own incident: the test cache rebuilt or removed
 		// under its chain. Its processes' exe links still hold the file.
 		t, _, err = match.ResolveDeleted(proc.Default, path)
@@ -279,7 +300,21 @@ func (a *Auto) allowed(path string, deleted bool, key gate.FileKey) (match.Targe
 		return t, false, fmt.Sprintf("%s no longer resolves to the file its processes run (now %s): never acted on automatically", path, t.Path)
 	}
 	ok, why := a.rules(t)
+	if !place.Host() {
+		t.Path = path // the run names it so, with --container or --pod
+	}
 	return t, ok, why
+}
+
+// scopeWords are the flags that keep a run in the chain's place.
+func scopeWords(p container.Place) []string {
+	switch {
+	case p.ID != "":
+		return []string{"--container", p.ID}
+	case p.Pod != "":
+		return []string{"--pod", p.Pod}
+	}
+	return nil
 }
 
 // rules are the refusals of an automatic run.
@@ -315,12 +350,12 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 				continue // busy but small: not worth a log line every look
 			}
 			g.record(map[string]any{"event": "auto-look", "path": v.Path, "live": v.Live, "depth": v.Depth, "attempts": v.Attempts, "act": v.Act, "why": v.Why,
-				"uid": v.UID, "left_out": v.LeftOut})
+				"uid": v.UID, "left_out": v.LeftOut, "container": v.Place.ID, "pod": v.Place.Pod, "runtime": v.Place.Runtime})
 			if !v.Act {
 				a.decline(g, s, v)
 				continue
 			}
-			g.c.Say(fmt.Sprintf("auto: %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
+			g.c.Say(fmt.Sprintf("auto: %s in %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, match.OneLine(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
 			judged := v.File
 			r := request{source: "auto", uid: -1, words: v.Words, judged: &judged, line: fmt.Sprint(v.Words), done: make(chan struct{})}
 			g.enqueue(r)
@@ -351,6 +386,7 @@ func (a *Auto) decline(g *Guard, s suspect, v Verdict) {
 	}
 	a.warned[s.key] = time.Now()
 	g.stats.declined()
-	g.c.Say(fmt.Sprintf("warning: auto: a growing chain it will not act on: %s: %d alive, %d deep: %s", v.Path, v.Live, v.Depth, v.Why))
-	g.record(map[string]any{"event": "auto-declined", "level": "warning", "path": v.Path, "live": v.Live, "depth": v.Depth, "uid": v.UID, "why": v.Why})
+	g.c.Say(fmt.Sprintf("warning: auto: a growing chain it will not act on: %s in %s: %d alive, %d deep: %s", v.Path, match.OneLine(v.Place.String()), v.Live, v.Depth, v.Why))
+	g.record(map[string]any{"event": "auto-declined", "level": "warning", "path": v.Path, "live": v.Live, "depth": v.Depth, "uid": v.UID, "why": v.Why,
+		"container": v.Place.ID, "pod": v.Place.Pod, "runtime": v.Place.Runtime})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"freeze/internal/container"
 	"freeze/internal/exefile"
 	"freeze/internal/gate"
 	"freeze/internal/proc"
@@ -32,7 +33,7 @@ func TestAutoActsOnlyOnTheJudgedFile(t *testing.T) {
 	}
 	key := gate.KeyOf(judged)
 	a := &Auto{N: 1}
-	if real, ok, why := a.allowed(tool, false, key); !ok || real.Path != tool || real.File.Ino != judged.Ino {
+	if real, ok, why := a.allowed(tool, false, key, container.Place{}, 0); !ok || real.Path != tool || real.File.Ino != judged.Ino {
 		t.Fatalf("the judged file itself: %+v %v (%s)", real, ok, why)
 	}
 	// The swap: the same path now a symlink to a program elsewhere.
@@ -40,7 +41,7 @@ func TestAutoActsOnlyOnTheJudgedFile(t *testing.T) {
 	if err := os.Symlink("/bin/true", tool); err != nil {
 		t.Fatal(err)
 	}
-	real, ok, why := a.allowed(tool, false, key)
+	real, ok, why := a.allowed(tool, false, key, container.Place{}, 0)
 	if ok {
 		t.Fatalf("after the swap the automatic mode would act on %s", real.Path)
 	}
@@ -79,12 +80,12 @@ func TestAutoJudgesByIdentity(t *testing.T) {
 	mine := filepath.Join(cache, "cron")
 	exefile.Copy("/bin/true", mine)
 	f, _ := proc.StatFile(mine)
-	if _, ok, why := a.allowed(mine, false, gate.KeyOf(f)); !ok {
+	if _, ok, why := a.allowed(mine, false, gate.KeyOf(f), container.Place{}, 0); !ok {
 		t.Errorf("a user's own binary named cron: refused (%s)", why)
 	}
 	py := filepath.Join(sys, "python3.11")
 	f, _ = proc.StatFile(py)
-	if _, ok, why := a.allowed(py, false, gate.KeyOf(f)); ok || !strings.Contains(why, "the system's python3.11") {
+	if _, ok, why := a.allowed(py, false, gate.KeyOf(f), container.Place{}, 0); ok || !strings.Contains(why, "the system's python3.11") {
 		t.Errorf("the system's interpreter: allowed %v (%s)", ok, why)
 	}
 }
@@ -116,7 +117,7 @@ func TestAutoFollowsADeletedBinary(t *testing.T) {
 	}
 	os.Remove(gone)
 	a := &Auto{N: 1}
-	tg, ok, why := a.allowed(gone, true, gate.KeyOf(judged))
+	tg, ok, why := a.allowed(gone, true, gate.KeyOf(judged), container.Place{}, 0)
 	if !ok || !tg.Deleted || tg.File.Ino != judged.Ino {
 		t.Fatalf("a deleted binary: %+v, act %v (%s)", tg, ok, why)
 	}
