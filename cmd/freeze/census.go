@@ -43,7 +43,8 @@ Options:
 
 Metrics (prometheus): freeze_processes, freeze_tasks, freeze_pid_max,
 freeze_pids_cgroup_current and _max (the pids cgroup nearest its limit),
-freeze_load_per_core, per executable of the top rows (label exe):
+freeze_load_per_core, per row of the top rows (labels exe, and
+container_id and pod_uid for a row in a container):
 freeze_exe_processes, _orphans, _growth_per_second, _started_per_second,
 _suspect; and freeze_guard_armed, freeze_guard_runs_total by outcome,
 freeze_last_run_time_to_zero_seconds, freeze_gate_forks_refused_total.

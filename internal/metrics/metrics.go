@@ -81,22 +81,25 @@ func Registry(r *census.Report, g *Guard) *prometheus.Registry {
 			WithLabelValues(label(t.Path)).Set(float64(t.Max))
 	}
 
-	procs := vec("freeze_exe_processes", "Live processes of one executable (the census's top rows).", "exe")
-	orphans := vec("freeze_exe_orphans", "Of those, re-parented to PID 1 or a subreaper.", "exe")
-	growth := vec("freeze_exe_growth_per_second", "Processes of one executable started minus ended, per second of the sample.", "exe")
-	started := vec("freeze_exe_started_per_second", "Processes of one executable started per second of the sample (churn shows here while the count is flat).", "exe")
-	suspect := vec("freeze_exe_suspect", "1 when the census calls the executable a suspect (many copies, orphans, growth or churn).", "exe")
+	procs := vec("freeze_exe_processes", "Live processes of one executable (the census's top rows).", "exe", "container_id", "pod_uid")
+	orphans := vec("freeze_exe_orphans", "Of those, re-parented to PID 1 or a subreaper.", "exe", "container_id", "pod_uid")
+	growth := vec("freeze_exe_growth_per_second", "Processes of one executable started minus ended, per second of the sample.", "exe", "container_id", "pod_uid")
+	started := vec("freeze_exe_started_per_second", "Processes of one executable started per second of the sample (churn shows here while the count is flat).", "exe", "container_id", "pod_uid")
+	suspect := vec("freeze_exe_suspect", "1 when the census calls the executable a suspect (many copies, orphans, growth or churn).", "exe", "container_id", "pod_uid")
 	sample := max(r.Sample, 1e-3)
 	for i, row := range r.Rows {
 		if i == MaxTop {
 			break
 		}
-		exe := label(row.Exe)
-		procs.WithLabelValues(exe).Set(float64(row.Count))
-		orphans.WithLabelValues(exe).Set(float64(row.Orphaned))
-		growth.WithLabelValues(exe).Set(float64(row.Appeared-row.Vanished) / sample)
-		started.WithLabelValues(exe).Set(float64(row.Appeared) / sample)
-		suspect.WithLabelValues(exe).Set(b2f(row.Suspect))
+		// Where it runs: the container's full id and the pod's uid, empty
+		// on the host (Prometheus drops an empty label). Not
+		// "container" and "pod", which Kubernetes scrapes use for names.
+		l := []string{label(row.Exe), label(row.Container), label(row.Pod)}
+		procs.WithLabelValues(l...).Set(float64(row.Count))
+		orphans.WithLabelValues(l...).Set(float64(row.Orphaned))
+		growth.WithLabelValues(l...).Set(float64(row.Appeared-row.Vanished) / sample)
+		started.WithLabelValues(l...).Set(float64(row.Appeared) / sample)
+		suspect.WithLabelValues(l...).Set(b2f(row.Suspect))
 	}
 
 	if g != nil {

@@ -102,7 +102,11 @@ func TestNonUTF8PathsDoNotPanic(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, m := range mfs["freeze_exe_processes"].GetMetric() {
-		seen[m.GetLabel()[0].GetValue()] = true
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "exe" {
+				seen[l.GetValue()] = true
+			}
+		}
 	}
 	for _, want := range []string{`/tmp/\xff\xfe/run`, `/tmp/\xfe\xff/run`, "/tmp/ok/run"} {
 		if !seen[want] {

@@ -93,10 +93,10 @@ func TestOutcomeLineAndFleetCellsAreEscaped(t *testing.T) {
 		}
 	}
 	var md bytes.Buffer
-	runs := []HostRun{{Host: "h", Outcome: "zero" + evil, Method: "bpf" + evil, Exit: 0}}
+	runs := []HostRun{{Host: "h", Outcome: "zero" + evil, Method: "bpf" + evil, Exit: 0, Where: []Where{{Runtime: "podman" + evil, Container: "abc" + evil}}}}
 	RenderFleet(&md, runs, "markdown")
 	for _, line := range strings.Split(md.String(), "\n") {
-		if strings.HasPrefix(line, "| h ") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 11 {
+		if strings.HasPrefix(line, "| h ") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 12 {
 			t.Errorf("a fleet row with a forged cell: %s", line)
 		}
 	}

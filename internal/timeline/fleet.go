@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/container"
 	"freeze/internal/match"
 )
 
@@ -38,6 +39,9 @@ type HostRun struct {
 	// Matched is the most processes the run held: the fixed set, or the
 	// largest freeze round, else the match's first count.
 	Matched int `json:"matched"`
+	// Where are the containers and pods the run acted in (its match
+	// step's), none for a run on the host's own processes.
+	Where []Where `json:"where,omitempty"`
 	// ZeroMS is from the run's own start (in a drill, after the drill's
 	// set-up); only when zero was reached.
 	ZeroMS    float64 `json:"time_to_zero_ms,omitempty"`
@@ -138,6 +142,9 @@ func Summarize(host, file string, events []Event) HostRun {
 			var m Matched
 			e.Decode(&m)
 			h.Matched = max(h.Matched, m.Matched)
+			if h.Where == nil {
+				h.Where = m.Where
+			}
 		case StepFreezeRound:
 			var f FreezeRound
 			e.Decode(&f)
@@ -362,8 +369,8 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 	sort.Strings(counts)
 	fmt.Fprintf(w, "# freeze fleet postmortem: %d hosts, %d runs\n\n", s.Hosts, len(runs))
 	fmt.Fprintf(w, "Outcomes: %s.\n\n", strings.Join(counts, ", "))
-	fmt.Fprintln(w, "| host | outcome | method | matched | time to zero | survivors | exit | hostname | kernel | started (UTC) |")
-	fmt.Fprintln(w, "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |")
+	fmt.Fprintln(w, "| host | outcome | method | matched | in | time to zero | survivors | exit | hostname | kernel | started (UTC) |")
+	fmt.Fprintln(w, "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- | --- | --- |")
 	for _, r := range runs {
 		zero, exit := "-", "-"
 		if r.Outcome == string(StepZero) {
@@ -372,7 +379,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 		if r.Exit >= 0 {
 			exit = fmt.Sprint(r.Exit)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), cell(r.Outcome), cell(Dash(r.Method)), r.Matched, zero,
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %d | %s | %s | %s | %s |\n", cell(r.Host), cell(r.Outcome), cell(Dash(r.Method)), r.Matched, cell(whereCell(r.Where)), zero,
 			r.Survivors, exit, cell(Dash(r.Hostname)), cell(Dash(r.Kernel)), Dash(r.Started))
 	}
 	zeroBars(w, runs)
@@ -407,6 +414,18 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 
 // cell keeps a value from breaking a markdown table row.
 func cell(s string) string { return mdText(s) }
+
+// whereCell names the containers and pods of a run ("host" for none).
+func whereCell(ws []Where) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, container.Place{Runtime: w.Runtime, ID: w.Container, Pod: w.Pod}.String())
+	}
+	if len(parts) == 0 {
+		return "host"
+	}
+	return strings.Join(parts, "; ")
+}
 
 // Host is what a run's start event says of the machine, so that
 // timelines collected from a fleet say where each ran: the hostname, the

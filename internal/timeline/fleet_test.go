@@ -93,9 +93,9 @@ func TestRenderFleetMarkdownAndJSON(t *testing.T) {
 	out := md.String()
 	for _, want := range []string{
 		"# freeze fleet postmortem: 4 hosts, 4 runs",
-		"| web-1 | zero | cgroup2 | 300 | 413ms | 0 | 0 | web-1.example | 6.1.0 |",
-		"| web-2 | survivors | sigstop | 20 | - | 2 | 1 | web-2.example |",
-		"| db-1 | unfinished | - | 5 | - | 0 | - |",
+		"| web-1 | zero | cgroup2 | 300 | host | 413ms | 0 | 0 | web-1.example | 6.1.0 |",
+		"| web-2 | survivors | sigstop | 20 | host | - | 2 | 1 | web-2.example |",
+		"| db-1 | unfinished | - | 5 | host | - | 0 | - |",
 		"- **web-2**: 2 processes survived",
 		"- **db-1**: the timeline stops early",
 		"## web-1: zero",
