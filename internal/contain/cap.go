@@ -1,6 +1,7 @@
 package contain
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,19 +51,27 @@ type capped struct {
 func newCap(name string, max int) (*capped, error) {
 	c := &capped{max: max, name: name, cgroupFD: -1}
 	var whyNot []string
+	readOnly := false
 	if err := c.tryCgroup2(); err == nil {
 		return c, nil
 	} else {
 		whyNot = append(whyNot, "cgroup2: "+err.Error())
+		readOnly = errors.Is(err, unix.EROFS)
 	}
 	if err := c.tryCgroup1(); err == nil {
 		c.why += "; not cgroup2 (" + strings.Join(whyNot, "; ") + ")"
 		return c, nil
 	} else {
 		whyNot = append(whyNot, "cgroup1: "+err.Error())
+		readOnly = readOnly || errors.Is(err, unix.EROFS)
 	}
 	c.kind = CapRlimit
 	c.why = "RLIMIT_NPROC, which counts every process of your user and does not bind root; no cgroup could be made (" + strings.Join(whyNot, "; ") + ")"
+	if readOnly {
+		// A container's default: podman and docker mount the cgroup
+		// filesystem read-only without --privileged.
+		c.why += "; the cgroup filesystem is read-only here, as in a container run without --privileged: run the container with --privileged (or a writable cgroup mount) for a cap of freeze run's own, or run freeze run outside it; the container's own pids limit still holds"
+	}
 	return c, nil
 }
 

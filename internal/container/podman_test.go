@@ -21,7 +21,12 @@ import (
 	"freeze/internal/timeline"
 )
 
-func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+// TestMain: the test binary's builds of freeze are static (no cgo), so
+// that they run in an image of busybox-static and nothing else.
+func TestMain(m *testing.M) {
+	os.Setenv("CGO_ENABLED", "0")
+	os.Exit(containtest.Main(m))
+}
 
 // scene is a chain in a podman container, and on the host a copy of the
 // same program at the same path text, running: the decoy that freeze
@@ -287,4 +292,31 @@ func guardLog(t *testing.T, dir string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// freeze run inside a container caps and tears down in the container's
+// own cgroup where the runtime lets it write there (--privileged), and
+// says why it cannot where the cgroup filesystem is read-only (the
+// default). Before, inside a container it looked for the host's path of
+// its group under the container's cgroup mount, found none, and fell
+// back to RLIMIT_NPROC, which does not bind root: 40 processes ran
+// under --max-procs 20.
+func TestFreezeRunInsideAContainer(t *testing.T) {
+	pm := containtest.NewPodman(t, 300)
+	bin := containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN")
+	image := pm.Image(map[string]string{"/bin/freeze": bin})
+	cmd := []string{"/bin/freeze", "run", "--max-procs", "20", "--timeout", "60s", "--",
+		"/bin/sh", "-c", "i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done; wait"}
+	t.Run("privileged", func(t *testing.T) {
+		code, out := pm.RunWait(containtest.ContainerSpec{Image: image, PidsLimit: 100, Timeout: 120 * time.Second, Privileged: true, Command: cmd})
+		if code != 123 || !strings.Contains(out, "the cap fired") || !strings.Contains(out, "the group is empty (zero confirmed)") {
+			t.Errorf("freeze run in a privileged container: exit %d, want 123 (the cap fired), and zero confirmed:\n%s", code, out)
+		}
+	})
+	t.Run("default", func(t *testing.T) {
+		code, out := pm.RunWait(containtest.ContainerSpec{Image: image, PidsLimit: 100, Timeout: 120 * time.Second, Command: []string{"/bin/freeze", "run", "--max-procs", "20", "--timeout", "60s", "--", "/bin/sh", "-c", "exit 0"}})
+		if code != 0 || !strings.Contains(out, "the cgroup filesystem is read-only here") {
+			t.Errorf("freeze run in a default container: exit %d, want 0 and the reason it has no cap of its own:\n%s", code, out)
+		}
+	})
 }

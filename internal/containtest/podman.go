@@ -3,6 +3,7 @@ package containtest
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -56,6 +57,9 @@ type ContainerSpec struct {
 	// directory of the test's bound into the container, so that one file
 	// (one identity) runs inside and out.
 	Volumes []string
+	// Privileged is podman's --privileged: the cgroup filesystem is then
+	// writable inside (a runtime mounts it read-only by default).
+	Privileged bool
 }
 
 // A Container is a running container of a test's Podman.
@@ -163,30 +167,12 @@ func (p *Podman) Image(files map[string]string) string {
 // nested in the harness's cap, and returns once its first process runs.
 func (p *Podman) Run(s ContainerSpec) *Container {
 	p.t.Helper()
-	if s.PidsLimit <= 0 || s.Timeout <= 0 {
-		p.t.Fatal("containtest: a container needs PidsLimit and Timeout (literals in the test)")
-	}
-	parent := p.cap.relative
-	if s.Pod != "" {
-		parent = filepath.Join(parent, "kubepods", "burstable", "pod"+s.Pod)
-	}
-	// Limits this sandbox lets runc set: its defaults (podman's, and
-	// this process's own 96,364 processes) fail with EPERM, 32,768 (the
-	// pid space here) works. RLIMIT_NPROC counts every process of uid 0
-	// on the machine, and a container's root lacks CAP_SYS_RESOURCE: a
-	// small one would refuse the chain's forks while the suite runs.
-	args := []string{"run", "-d", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=32768:32768",
-		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent}
-	for _, v := range s.Volumes {
-		args = append(args, "-v", v)
-	}
-	args = append(args, s.Image)
-	out, err := p.Podman(append(args, s.Command...)...)
+	out, err := p.Podman(p.runArgs(s, "-d")...)
 	if err != nil {
 		p.t.Fatalf("podman run: %v\n%s", err, out)
 	}
 	id := out[strings.LastIndexByte(out, '\n')+1:]
-	c := &Container{ID: id, Group: filepath.Join(parent, "libpod-"+id), p: p}
+	c := &Container{ID: id, Group: filepath.Join(p.parent(s), "libpod-"+id), p: p}
 	c.timer = time.AfterFunc(s.Timeout, func() {
 		p.t.Errorf("container %s: harness timeout %v: killing it", c.ID[:12], s.Timeout)
 		c.kill()
@@ -197,6 +183,53 @@ func (p *Podman) Run(s ContainerSpec) *Container {
 		}
 	}
 	return c
+}
+
+// RunWait runs a container in the foreground until its command ends
+// (within a minute, the client's own bound, else the harness kills it)
+// and returns its exit code and output.
+func (p *Podman) RunWait(s ContainerSpec) (int, string) {
+	p.t.Helper()
+	out, err := p.Podman(p.runArgs(s)...)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out
+	}
+	p.t.Fatalf("podman run: %v\n%s", err, out)
+	return -1, out
+}
+
+func (p *Podman) parent(s ContainerSpec) string {
+	if s.Pod != "" {
+		return filepath.Join(p.cap.relative, "kubepods", "burstable", "pod"+s.Pod)
+	}
+	return p.cap.relative
+}
+
+func (p *Podman) runArgs(s ContainerSpec, extra ...string) []string {
+	p.t.Helper()
+	if s.PidsLimit <= 0 || s.Timeout <= 0 {
+		p.t.Fatal("containtest: a container needs PidsLimit and Timeout (literals in the test)")
+	}
+	parent := p.parent(s)
+	// Limits this sandbox lets runc set: podman's defaults, and this
+	// process's own 96,364 processes, fail with EPERM; 32,768 (the pid
+	// space here) works. Root is not bound by RLIMIT_NPROC: the caps are
+	// --pids-limit and the harness's group.
+	args := append([]string{"run"}, extra...)
+	if s.Privileged {
+		args = append(args, "--privileged")
+	}
+	args = append(args, "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=32768:32768",
+		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent)
+	for _, v := range s.Volumes {
+		args = append(args, "-v", v)
+	}
+	args = append(args, s.Image)
+	return append(args, s.Command...)
 }
 
 // dir is the container's group in the pids hierarchy (v1) or the

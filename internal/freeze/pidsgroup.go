@@ -8,7 +8,11 @@ import (
 )
 
 // OwnV1 is this process's group in the cgroup v1 hierarchy of
-// controller ctl, mounted at root, as /proc/self/cgroup names it.
+// controller ctl, mounted at root, as /proc/self/cgroup names it,
+// relative to what is mounted there: in a container, the runtime mounts
+// the container's own group at root (/sys/fs/cgroup/pids is the host's
+// /libpod_parent/libpod-ID), while /proc/self/cgroup, without a cgroup
+// namespace, names the host's path.
 func OwnV1(ctl, root string) (string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
@@ -19,12 +23,50 @@ func OwnV1(ctl, root string) (string, error) {
 		if len(f) != 3 || f[0] == "0" || !hasCtl(f[1], ctl) {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(root, f[2], "cgroup.procs")); err != nil {
+		rel, err := underMount(root, f[2])
+		if err != nil {
 			return "", err
 		}
-		return f[2], nil
+		if _, err := os.Stat(filepath.Join(root, rel, "cgroup.procs")); err != nil {
+			return "", err
+		}
+		return rel, nil
 	}
 	return "", fmt.Errorf("no v1 %s hierarchy", ctl)
+}
+
+// underMount is group (a path in its hierarchy) relative to the cgroup
+// mounted at mountpoint, which may be a subtree of the hierarchy (its
+// root in /proc/self/mountinfo): a container's view.
+func underMount(mountpoint, group string) (string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return group, nil
+	}
+	return mountRel(b, mountpoint, group)
+}
+
+// mountRel reads mountinfo for the root of the mount at mountpoint (the
+// last one mounted there wins) and returns group relative to it.
+func mountRel(mountinfo []byte, mountpoint, group string) (string, error) {
+	root := ""
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT ...
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == mountpoint {
+			root = f[3]
+		}
+	}
+	if root == "" || root == "/" {
+		return group, nil
+	}
+	if group == root {
+		return "/", nil
+	}
+	if rel, ok := strings.CutPrefix(group, root+"/"); ok {
+		return "/" + rel, nil
+	}
+	return "", fmt.Errorf("this process's group %s is outside the part of the hierarchy mounted at %s (%s)", group, mountpoint, root)
 }
 
 func hasCtl(list, ctl string) bool {
