@@ -168,8 +168,9 @@ func TestKubernetesManifests(t *testing.T) {
 			if err := json.Unmarshal([]byte(m[1]), &argv); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			i := slices.Index(argv, "/opt/freeze/bin/freeze")
-			if i < 0 {
+			// /freeze node -- ARGS: ARGS are freeze's words on the node.
+			i := slices.Index(argv, "--")
+			if len(argv) < 3 || argv[0] != "/freeze" || argv[1] != "node" || i != 2 {
 				continue
 			}
 			seen++

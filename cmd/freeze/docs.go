@@ -16,7 +16,7 @@ import (
 
 // commands are freeze's subcommands in the order the help lists them,
 // "" being freeze itself (the stop order).
-var commands = []string{"", "run", "guard", "census", "drill", "timeline", "runbook", "restore", "version", "help", "completion", "man"}
+var commands = []string{"", "run", "guard", "census", "drill", "timeline", "runbook", "restore", "node", "version", "help", "completion", "man"}
 
 // usageOf is the usage text of a command, "" for one that has none of
 // its own.
@@ -40,6 +40,8 @@ func usageOf(cmd string) string {
 		return restoreUsage
 	case "completion":
 		return completionUsage
+	case "node":
+		return nodeUsage
 	}
 	return ""
 }

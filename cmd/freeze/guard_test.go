@@ -411,7 +411,7 @@ func TestGuardHealthPortIsBounded(t *testing.T) {
 	tmp := filepath.Join(t.TempDir(), "drill-tmp")
 	os.Mkdir(tmp, 0o755)
 	d := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Env: []string{"TMPDIR=" + tmp}, Cap: 2500, HopCap: 1, Timeout: 120 * time.Second,
-		Command: []string{bin, "drill", "--size", "50", "--guard", "socket", "--run-dir", dir}})
+		Command: []string{bin, "drill", "--size", "50", "--guard", "socket", "--run-dir", dir, "--timeline", filepath.Join(t.TempDir(), "drill.jsonl")}})
 	if ws, ok := d.Exit(110 * time.Second); !ok || ws.ExitStatus() != 0 {
 		t.Fatalf("a drill through the guard beside 2,000 idle connections: exit %d (finished %v):\n%s\nguard:\n%s", ws.ExitStatus(), ok, d.Stderr(), g.Stderr())
 	}

@@ -52,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return runGuard(o, args[1:])
 		case "run":
 			return runRun(o, args[1:])
+		case "node":
+			return runNode(o, args[1:])
 		case "version", "--version":
 			fmt.Fprintln(o.stdout, version.Get())
 			return exitZero

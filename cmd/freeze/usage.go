@@ -17,6 +17,7 @@ const usage = `Usage:
     freeze restore --timeline FILE
     freeze guard [--run-dir DIR]
     freeze run [--max-procs N] [--timeout D] -- CMD [ARGS...]
+    freeze node [--root DIR] -- FREEZE-ARGS...   (from a container: on the node)
     freeze version | help [CMD] | completion bash|zsh|fish | man
 
 freeze run runs a test suite, a mutation run or an agent's command so

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"freeze/internal/census"
 	"freeze/internal/container"
 	"freeze/internal/containtest"
+	"freeze/internal/exefile"
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
 	"freeze/internal/guard"
@@ -319,4 +321,87 @@ func TestFreezeRunInsideAContainer(t *testing.T) {
 			t.Errorf("freeze run in a default container: exit %d, want 0 and the reason it has no cap of its own:\n%s", code, out)
 		}
 	})
+}
+
+// The DaemonSet's way, built and run: the image from
+// deploy/kubernetes/Dockerfile (FROM scratch, freeze alone), built
+// offline; the DaemonSet's own container command from the manifest, run
+// as the kubelet runs it (privileged, hostPID, POD_IP filled in), with
+// the test's directories for the guard's; then an operator's request
+// through it, as kubectl exec makes one, contains a chain in another
+// container by --container, and the host's copy of the same path lives.
+func TestDaemonSetImageContainsAContainersChain(t *testing.T) {
+	s := newScene(t, "", 60)
+	pm := s.c.Podman()
+	ctx := t.TempDir()
+	if err := exefile.Copy(s.bin, filepath.Join(ctx, "freeze")); err != nil {
+		t.Fatal(err)
+	}
+	image := pm.Build("../../deploy/kubernetes/Dockerfile", ctx)
+	argv := manifestCommand(t, "../../deploy/kubernetes/freeze-guard.yaml")
+	run := filepath.Join(t.TempDir(), "run")
+	metrics := filepath.Join(t.TempDir(), "freeze.prom")
+	for i, a := range argv {
+		switch {
+		case a == "/run/freeze":
+			argv[i] = run
+		case strings.HasSuffix(a, "/freeze.prom"):
+			argv[i] = metrics
+		case strings.Contains(a, "$(POD_IP)"):
+			argv[i] = strings.ReplaceAll(a, "$(POD_IP)", "127.0.0.1")
+		}
+	}
+	// PID 1 of this machine is its sandbox's init, in another user
+	// namespace: even root cannot open its root (chroot /proc/1/root:
+	// permission denied). On a node it is the node's init. The test
+	// names its own process's root instead, which is this host's.
+	if len(argv) < 3 || argv[1] != "node" || argv[2] != "--" {
+		t.Fatalf("the DaemonSet's command %q is not '/freeze node -- ...'", argv)
+	}
+	argv = append([]string{argv[0], "node", "--root", fmt.Sprintf("/proc/%d/root", os.Getpid())}, argv[2:]...)
+	g := pm.Run(containtest.ContainerSpec{Image: image, PidsLimit: 50, Timeout: 150 * time.Second, Privileged: true, HostPID: true,
+		Entrypoint: argv[0], Command: argv[1:]})
+	for end := time.Now().Add(60 * time.Second); !strings.Contains(g.Logs(), "freeze: guard: armed"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the DaemonSet's guard (%q) did not arm in 60s:\n%s", argv, g.Logs())
+		}
+	}
+	t.Cleanup(func() {
+		for _, e := range guardLog(t, run) {
+			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, timeline.StateDir()+"/") {
+				os.Remove(tl)
+			}
+		}
+	})
+	before := s.decoy.Population()
+	code, out := g.Exec("/freeze", "node", "--root", fmt.Sprintf("/proc/%d/root", os.Getpid()), "--", "--run-dir", run, "--container", s.c.ID[:12], "--path", s.path)
+	s.contained(t, code, out, before)
+	var answered bool
+	for _, e := range guardLog(t, run) {
+		answered = answered || e["event"] == "request" && e["source"] == "socket" && e["outcome"] == "zero"
+	}
+	if !answered {
+		t.Errorf("the request did not go through the DaemonSet's guard; its output:\n%s", g.Logs())
+	}
+	if _, err := os.Stat(metrics); err != nil {
+		t.Errorf("the guard on the node wrote no metrics file: %v", err)
+	}
+}
+
+// manifestCommand is the container command of a manifest (its one
+// 'command: [...]' line).
+func manifestCommand(t *testing.T, file string) []string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*command: (\[.*\])$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no command line", file)
+	}
+	var argv []string
+	if err := json.Unmarshal(m[1], &argv); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return argv
 }

@@ -60,6 +60,11 @@ type ContainerSpec struct {
 	// Privileged is podman's --privileged: the cgroup filesystem is then
 	// writable inside (a runtime mounts it read-only by default).
 	Privileged bool
+	// HostPID is --pid host (a pod's hostPID: true).
+	HostPID bool
+	// Entrypoint replaces the image's (as a pod's command does); Command
+	// is then its arguments.
+	Entrypoint string
 }
 
 // A Container is a running container of a test's Podman.
@@ -163,6 +168,41 @@ func (p *Podman) Image(files map[string]string) string {
 	return name
 }
 
+// Build builds an image from dockerfile with ctx as its context, offline
+// (--pull=never: nothing may come from a registry), and returns its name.
+func (p *Podman) Build(dockerfile, ctx string) string {
+	p.t.Helper()
+	p.n++
+	name := fmt.Sprintf("localhost/containtest-build:%d", p.n)
+	if out, err := p.Podman("build", "--pull=never", "--network", "none", "-f", dockerfile, "-t", name, ctx); err != nil {
+		p.t.Fatalf("podman build -f %s: %v\n%s", dockerfile, err, out)
+	}
+	return name
+}
+
+// Exec runs a command in a running container and returns its exit code
+// and output.
+func (c *Container) Exec(args ...string) (int, string) {
+	out, err := c.p.Podman(append([]string{"exec", c.ID}, args...)...)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out
+	}
+	return -1, out + err.Error()
+}
+
+// Podman is the runtime the container runs in.
+func (c *Container) Podman() *Podman { return c.p }
+
+// Logs is what the container wrote so far.
+func (c *Container) Logs() string {
+	out, _ := c.p.Podman("logs", c.ID)
+	return out
+}
+
 // Run starts a container, detached, capped by its own --pids-limit and
 // nested in the harness's cap, and returns once its first process runs.
 func (p *Podman) Run(s ContainerSpec) *Container {
@@ -222,6 +262,12 @@ func (p *Podman) runArgs(s ContainerSpec, extra ...string) []string {
 	args := append([]string{"run"}, extra...)
 	if s.Privileged {
 		args = append(args, "--privileged")
+	}
+	if s.HostPID {
+		args = append(args, "--pid", "host")
+	}
+	if s.Entrypoint != "" {
+		args = append(args, "--entrypoint", s.Entrypoint)
 	}
 	args = append(args, "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=32768:32768",
 		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent)

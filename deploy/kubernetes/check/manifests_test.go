@@ -112,15 +112,11 @@ func node(t *testing.T, what string, spec corev1.PodSpec) corev1.Container {
 	if !every {
 		t.Errorf("%s: no toleration of every taint (operator Exists, no key, no effect): %+v", what, spec.Tolerations)
 	}
-	hostPaths := map[string]bool{}
+	// freeze reaches the node through PID 1 ('freeze node': chroot to
+	// /proc/1/root), not through hostPath mounts: none is needed.
 	for _, v := range spec.Volumes {
 		if v.HostPath != nil {
-			hostPaths[v.HostPath.Path] = true
-		}
-	}
-	for _, p := range []string{"/sys/fs/cgroup", "/sys/fs/bpf", "/run/freeze", "/var/tmp/freeze"} {
-		if !hostPaths[p] {
-			t.Errorf("%s: the node's %s is not mounted", what, p)
+			t.Errorf("%s: a hostPath volume %s: freeze runs in the node's root (freeze node), so none is needed", what, v.HostPath.Path)
 		}
 	}
 	if len(spec.Containers) != 1 {
@@ -131,19 +127,19 @@ func node(t *testing.T, what string, spec corev1.PodSpec) corev1.Container {
 		t.Errorf("%s: not privileged", what)
 	}
 	cmd := strings.Join(c.Command, " ")
-	if !strings.HasPrefix(cmd, "nsenter --target 1 --mount -- /opt/freeze/bin/freeze ") {
-		t.Errorf("%s: command %q does not run freeze in the node's mount namespace", what, cmd)
+	if !strings.HasPrefix(cmd, "/freeze node -- ") {
+		t.Errorf("%s: command %q does not run freeze in the node's root (/freeze node -- ...)", what, cmd)
 	}
 	return c
 }
 
 func checkGuard(t *testing.T, ds *appsv1.DaemonSet) {
 	c := node(t, "DaemonSet "+ds.Name, ds.Spec.Template.Spec)
-	if !strings.Contains(strings.Join(c.Command, " "), "/opt/freeze/bin/freeze guard --run-dir /run/freeze") {
+	if !strings.Contains(strings.Join(c.Command, " "), "/freeze node -- guard --run-dir /run/freeze") {
 		t.Errorf("the DaemonSet does not run the guard: %q", c.Command)
 	}
-	if len(ds.Spec.Template.Spec.InitContainers) != 1 {
-		t.Errorf("no init container to put freeze on the node")
+	if len(ds.Spec.Template.Spec.InitContainers) != 0 {
+		t.Errorf("an init container: the image's freeze runs on the node without a copy there")
 	}
 	sel := ds.Spec.Selector.MatchLabels
 	for k, v := range sel {
@@ -182,8 +178,8 @@ func TestStrictDecodingCatchesMistakes(t *testing.T) {
 		"duplicate field": func(s string) string {
 			return strings.Replace(s, "      hostPID: true", "      hostPID: true\n      hostPID: false", 1)
 		},
-		"misspelt in mount": func(s string) string {
-			return strings.Replace(s, "mountPath: /run/freeze", "mountpath: /run/freeze", 1)
+		"misspelt in a probe": func(s string) string {
+			return strings.Replace(s, "path: /healthz", "Path: /healthz", 1)
 		},
 	} {
 		bad := mutate(string(b))

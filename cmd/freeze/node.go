@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+)
+
+const nodeUsage = `Usage:
+    freeze node [--root DIR] -- FREEZE-ARGS...
+
+Runs freeze with FREEZE-ARGS in the node's own file system, from a
+container: the way the DaemonSet and the Job in deploy/kubernetes run it.
+It changes its root to DIR (default /proc/1/root: the root of PID 1's
+mount namespace, which a container sees with the host's pid namespace),
+then runs this same freeze binary again there, from the file it already
+holds open. So a --path, the cgroups, BPF, /run/freeze and the timelines
+are the node's, and the image needs no shell, cp or nsenter: it is this
+one static binary (deploy/kubernetes/Dockerfile, FROM scratch).
+
+It needs CAP_SYS_CHROOT and the host's pid namespace (a privileged pod
+with hostPID: true).
+
+Options:
+        --root DIR   the root to run in (default /proc/1/root)
+    -h, --help       this text
+
+Example (the DaemonSet's command):
+    freeze node -- guard --run-dir /run/freeze --health $(POD_IP):9479
+`
+
+// runNode is 'freeze node': chroot to the node's root, then exec this
+// binary (held open before the chroot, so it need not exist on the
+// node) with the rest of the words.
+func runNode(o out, args []string) int {
+	fl := pflag.NewFlagSet("freeze node", pflag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	root := fl.String("root", "/proc/1/root", "")
+	help := fl.BoolP("help", "h", false, "")
+	if err := fl.Parse(args); err != nil {
+		o.flagError("node: ", err)
+		o.hintf("see 'freeze node --help'")
+		return exitUsage
+	}
+	if *help {
+		fmt.Fprint(o.stdout, nodeUsage)
+		return exitZero
+	}
+	rest := fl.Args()
+	if len(rest) == 0 || fl.ArgsLenAtDash() != 0 {
+		o.errorf("node: give the freeze command to run after --")
+		o.hintf("freeze node -- guard --run-dir /run/freeze")
+		return exitUsage
+	}
+	if rest[0] == "node" {
+		o.errorf("node: freeze node inside freeze node")
+		o.hintf("give the command to run on the node, such as: freeze node -- guard")
+		return exitUsage
+	}
+	// The binary, before the root changes: the image's file is not on
+	// the node. Not close-on-exec: the exec below opens it through
+	// /proc/self/fd, and a program that is not a script needs the
+	// descriptor only for that.
+	self, err := unix.Open("/proc/self/exe", unix.O_RDONLY, 0)
+	if err != nil {
+		o.errorf("node: open this freeze binary: %v", err)
+		return exitSurvivors
+	}
+	if err := unix.Chroot(*root); err != nil {
+		o.errorf("node: chroot %s: %v", *root, err)
+		switch {
+		case errors.Is(err, unix.EPERM):
+			o.hintf("this needs CAP_SYS_CHROOT: run the pod privileged (securityContext.privileged: true)")
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EACCES):
+			o.hintf("%s is not the node's root here: the pod needs hostPID: true (PID 1 is then the node's init)", *root)
+		}
+		return exitSurvivors
+	}
+	if err := unix.Chdir("/"); err != nil {
+		o.errorf("node: chdir / in %s: %v", *root, err)
+		return exitSurvivors
+	}
+	// /proc is now the node's, which with the host's pid namespace
+	// holds this process too.
+	argv := append([]string{"freeze"}, rest...)
+	err = unix.Exec("/proc/self/fd/"+strconv.Itoa(self), argv, os.Environ())
+	o.errorf("node: run freeze in %s: %v", *root, err)
+	o.hintf("the node's /proc must be mounted, and the pod must have hostPID: true")
+	return exitSurvivors
+}
