@@ -74,12 +74,12 @@ var stepAnchor = regexp.MustCompile(`<a id="step-[0-9]+"></a>`)
 func runTimeline(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze timeline", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	ff := addFormat(fl, "timeline: ", "markdown", "text", "svg", "json")
+	ff := addFormat(fl, "timeline: ", "markdown", "text", "svg", "json", "jsonl")
 	fleet := fl.StringArray("fleet", nil, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		o.errorf("timeline: %v", err)
-		o.hintf("freeze timeline FILE [--format markdown|text|svg|json], or freeze timeline --fleet DIR")
+		o.hintf("freeze timeline FILE [--format markdown|text|svg|json|jsonl], or freeze timeline --fleet DIR")
 		return exitUsage
 	}
 	if *help {
@@ -95,7 +95,7 @@ func runTimeline(o out, args []string) int {
 	}
 	if fl.NArg() != 1 {
 		o.errorf("timeline: name one timeline file, or a directory with --fleet")
-		o.hintf("freeze timeline FILE [--format markdown|text|svg|json]; freeze prints the path at the start and end of a run")
+		o.hintf("freeze timeline FILE [--format markdown|text|svg|json|jsonl]; freeze prints the path at the start and end of a run")
 		return exitUsage
 	}
 	if st, err := os.Stat(fl.Arg(0)); err == nil && st.IsDir() {
@@ -152,7 +152,7 @@ func runFleet(o out, paths []string, format string) int {
 }
 
 const timelineUsage = `Usage:
-    freeze timeline FILE [--format markdown|text|svg|json]
+    freeze timeline FILE [--format markdown|text|svg|json|jsonl]
     freeze timeline --fleet DIR [--format markdown|json]
     freeze timeline FILE FILE... [--format markdown|json]
 
@@ -172,7 +172,11 @@ timeline recorded. A fleet postmortem exits 1 when any host needs
 attention, 0 when none does.
 
 Options:
-    -f, --format FORMAT   markdown (default), text or svg (one file only), or json
+    -f, --format FORMAT   markdown (default), text or svg (one file only), or json;
+                          jsonl (one file): the file itself, checked, line by
+                          line: how to fetch it through a command that is
+                          freeze alone (kubectl exec into the DaemonSet's
+                          image, which has no cat or tar)
         --json            the same as --format json
         --fleet DIR       a directory of collected timelines; repeatable
 `

@@ -29,11 +29,28 @@ func render(w io.Writer, events []Event, format string, level int) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(events)
+	case "jsonl":
+		// The file itself, line by line as it was read (checked): what a
+		// fleet postmortem collects from a node whose image has no cat
+		// or tar (the DaemonSet's, FROM scratch).
+		for _, e := range events {
+			line := e.raw
+			if line == nil {
+				var err error
+				if line, err = json.Marshal(e); err != nil {
+					return err
+				}
+			}
+			if _, err := fmt.Fprintf(w, "%s\n", line); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "svg":
 		return SVG(w, events)
 	case "markdown", "text":
 	default:
-		return fmt.Errorf("unknown format %q: use markdown, text, svg or json", format)
+		return fmt.Errorf("unknown format %q: use markdown, text, svg, json or jsonl", format)
 	}
 	if len(events) == 0 {
 		return fmt.Errorf("the timeline has no events")
