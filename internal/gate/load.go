@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -16,6 +17,9 @@ import (
 // collection as a whole, so each program is loaded as a collection of
 // its own whose maps are all replaced by the shared ones.
 type loader struct {
+	// mu: auto's refusing form loads in the background (StartRest)
+	// while the run loads its iterators.
+	mu   sync.Mutex
 	spec *ebpf.CollectionSpec
 	opts ebpf.CollectionOptions
 	maps map[string]*ebpf.Map
@@ -85,6 +89,8 @@ func newLoader(btfPath string, action uint32) (*loader, error) {
 
 // prog loads one program by name.
 func (ld *loader) prog(name string) (*ebpf.Program, error) {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
 	ps, ok := ld.spec.Programs[name]
 	if !ok {
 		return nil, fmt.Errorf("no program %s in the gate's object", name)
@@ -100,7 +106,11 @@ func (ld *loader) prog(name string) (*ebpf.Program, error) {
 }
 
 // done drops the decoded kernel types once nothing more is loaded.
-func (ld *loader) done() { ld.opts.Cache = nil }
+func (ld *loader) done() {
+	ld.mu.Lock()
+	ld.opts.Cache = nil
+	ld.mu.Unlock()
+}
 
 func (ld *loader) close() error {
 	var errs []error

@@ -50,7 +50,7 @@ func (r *Resident) load() {
 	if r.spare != nil || !r.GateOK {
 		return
 	}
-	if g, err := gate.Load(gate.Config{}); err == nil {
+	if g, err := gate.Load(gate.Config{Ahead: true}); err == nil {
 		g.LoadExtras()
 		r.spare = g
 	}

@@ -126,9 +126,9 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 	attach := "attach " + timeline.Dur(g.AttachTook)
 	switch {
 	case g.Started():
-		attach = "the refusal attaching in the background"
+		attach = g.Refusal() + " in the background"
 	case g.Settling():
-		attach = "the refusal to attach if a second kill round is needed"
+		attach = g.Refusal() + " if a second kill round is needed"
 	}
 	msg := fmt.Sprintf("gate attached, form %s (%s %s, %s, held after %s): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, timeline.Dur(g.LoadTook), attach, timeline.Dur(g.HeldTook), gateAction(g))
 	if note != "" {
@@ -289,10 +289,15 @@ func (r *run) closeGate() {
 		msg += " (" + cerr.Error() + ")"
 	}
 	switch {
+	case started && serr == nil && g.Form.Refuses():
+		msg += fmt.Sprintf("; the refusal (form %s) had attached %s after the run's attach began", g.Form, timeline.Dur(g.AttachTook))
 	case started && serr == nil:
-		msg += fmt.Sprintf("; the refusal had attached %s after the run's attach began", timeline.Dur(g.AttachTook))
+		msg += "; no refusing form loads here (tried in the background), the stop alone held the chain"
+		for _, k := range g.Tried {
+			d.Tried = append(d.Tried, k.Name+": "+k.Why)
+		}
 	case settling && !started:
-		msg += "; the refusal was not attached: the first kill round reached zero, the stop alone held the chain"
+		msg += "; the refusal was not loaded or attached: the first kill round reached zero, the stop alone held the chain"
 	}
 	if serr != nil {
 		d.AttachError = serr.Error()

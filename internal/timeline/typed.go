@@ -120,6 +120,9 @@ type GateDetached struct {
 	// AttachError why it did not.
 	AttachMS    float64 `json:"attach_ms,omitempty"`
 	AttachError string  `json:"attach_error,omitempty"`
+	// Tried: auto's refusing forms tried in the background, each with
+	// why it did not load, where none did.
+	Tried []string `json:"tried,omitempty"`
 }
 
 // SurvivorsLeft are the pids alive when the rounds ran out (StepSurvivors).
