@@ -86,21 +86,21 @@ var ErrMissing = errors.New("not loaded on this kernel")
 
 // Gate is a loaded gate, attached or not.
 type Gate struct {
-	ld       *loader
-	core     []*ebpf.Program // lineage, exec, then the form's: in attach order
-	stop     *ebpf.Program   // sys_enter among them, if loaded
-	kill     *ebpf.Program
-	ident    *ebpf.Program
-	links    []link.Link
-	rest     *restAttach // AttachHeld's background attach, until Settle
+	ld    *loader
+	core  []*ebpf.Program // lineage, exec, then the form's: in attach order
+	stop  *ebpf.Program   // sys_enter among them, if loaded
+	kill  *ebpf.Program
+	ident *ebpf.Program
+	links []link.Link
+	rest  *restAttach // AttachHeld's background attach, until Settle
 	// later are the refusing forms auto loads only when the refusal is
 	// wanted (StartRest), in the background: loading them took longer
 	// than a whole kill of the chain held by the stop (6.1: 413 ms to
 	// zero in the refusing form, 215 ms in the stopping form, in one
 	// run of the matrix).
-	later []Form
-	scan     taskIter    // the scan iterator, attached at its first use
-	extras   bool        // LoadExtras ran
+	later    []Form
+	scan     taskIter // the scan iterator, attached at its first use
+	extras   bool     // LoadExtras ran
 	statOf   map[gateFileId]proc.File
 	targets  *ebpf.Map
 	exempt   *ebpf.Map
@@ -421,7 +421,7 @@ func (g *Gate) Started() bool  { return g.rest != nil && g.rest.started }
 // restAttach is the attach of the programs after the stop, in the
 // background.
 type restAttach struct {
-	progs   []*ebpf.Program
+	progs []*ebpf.Program
 	// later are refusing forms to load first, the first that loads
 	// wins (auto's lazy refusal); loaded its programs, form that form,
 	// tried why the others did not load.
