@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"freeze/internal/version"
 )
 
 // The man page and the shell completions are generated from the usage
@@ -161,24 +160,3 @@ func manDate() string {
 	return t.UTC().Format("2006-01-02")
 }
 
-// manPage is freeze(1) in roff: each command's usage text, as the help
-// prints it.
-func manPage() string {
-	var b strings.Builder
-	esc := strings.NewReplacer(`\`, `\e`, "\n.", "\n\\&.", "\n'", "\n\\&'")
-	fmt.Fprintf(&b, ".TH FREEZE 1 %q %q \"freeze manual\"\n", manDate(), "freeze "+version.Get().Version)
-	b.WriteString(".SH NAME\nfreeze \\- stop a runaway process chain in the order that works; run commands that cannot leave one\n")
-	for _, c := range commands {
-		text := usageOf(c)
-		if text == "" {
-			continue
-		}
-		title := "SYNOPSIS AND OPTIONS"
-		if c != "" {
-			title = "FREEZE " + strings.ToUpper(c)
-		}
-		fmt.Fprintf(&b, ".SH %s\n.nf\n%s\n.fi\n", title, strings.TrimRight(esc.Replace("\n" + text)[1:], "\n"))
-	}
-	b.WriteString(".SH SEE ALSO\n\\fBfreeze runbook\\fR prints the incident runbook; \\fBfreeze runbook \\-\\-list\\fR names the others.\n")
-	return b.String()
-}

@@ -57,19 +57,41 @@ try freeze guard --metrics-`)
 	}
 }
 
-// The man page is every command's usage in roff that groff reads
-// without a warning.
-func TestManPageHasEveryCommand(t *testing.T) {
+// The man page has the standard sections in their order, every
+// command's usage, every option of freeze's as an item, and groff and
+// mandoc read it without a warning (it was one preformatted dump of the
+// usage text under "SYNOPSIS AND OPTIONS").
+func TestManPageHasTheStandardSectionsAndEveryCommand(t *testing.T) {
 	var page bytes.Buffer
 	if code := run([]string{"man"}, &page, &bytes.Buffer{}); code != 0 {
 		t.Fatalf("freeze man: exit %d", code)
 	}
+	p := page.String()
+	at := -1
+	for _, sec := range []string{"NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "COMMANDS", "EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES", "SEE ALSO"} {
+		i := strings.Index(p, "\n.SH "+sec+"\n")
+		if i < 0 || i < at {
+			t.Errorf("section %s missing or out of order", sec)
+		}
+		at = i
+	}
 	for _, c := range helpable() {
-		if !strings.Contains(page.String(), ".SH FREEZE "+strings.ToUpper(c)+"\n") {
+		if !strings.Contains(p, ".SS freeze "+c+"\n") {
 			t.Errorf("no section for freeze %s", c)
 		}
 	}
+	for _, f := range []string{`\-\-path PATH`, `\-\-container ID`, `\-\-hold`, `\-\-revoke\-exec`} {
+		if !strings.Contains(p, ".TP\n.B "+f) && !strings.Contains(p, ".TP\n.B \\-p, "+f) {
+			t.Errorf("option %s is not an item of OPTIONS", f)
+		}
+	}
+	if !strings.Contains(p, ".TP\n.B 3\nrefused by a safety rule") {
+		t.Errorf("EXIT STATUS does not list exit 3")
+	}
 	if out := owned(t, page.Bytes(), "groff", "-man", "-ww", "-z"); out != "" {
 		t.Errorf("groff warns:\n%s", out)
+	}
+	if out := owned(t, page.Bytes(), "mandoc", "-T", "lint", "-W", "warning"); out != "" {
+		t.Errorf("mandoc warns:\n%s", out)
 	}
 }

@@ -12,7 +12,7 @@ const usage = `Usage:
     freeze census [--sample 1s] [--top N] [--format text|json|prometheus]
     freeze drill [--size N] [--shape tree|line|churn]
     freeze runbook [NAME | --list]
-    freeze timeline FILE [--format markdown|text|svg|json]
+    freeze timeline FILE [--format markdown|text|svg|json|jsonl]
     freeze timeline --fleet DIR [--format markdown|json]
     freeze restore --timeline FILE
     freeze guard [--run-dir DIR]
