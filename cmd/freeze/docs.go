@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // The man page and the shell completions are generated from the usage
@@ -159,4 +158,3 @@ func manDate() string {
 	}
 	return t.UTC().Format("2006-01-02")
 }
-
