@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -38,14 +40,27 @@ func TestBashCompletionFromTheUsage(t *testing.T) {
 	if code := run([]string{"completion", "bash"}, &script, &bytes.Buffer{}); code != 0 {
 		t.Fatalf("freeze completion bash: exit %d", code)
 	}
-	got := owned(t, nil, "bash", "-c", script.String()+`
+	// A command of the test's own, for 'freeze run -- CMD'.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "zzfreezecmd"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := owned(t, nil, "bash", "-c", "PATH="+bin+":$PATH\n"+script.String()+`
 try() { COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _freeze; echo "${COMPREPLY[*]}"; }
 try freeze ru
 try freeze run --max
 try freeze --dry
 try freeze census --form
-try freeze guard --metrics-`)
-	want := []string{"run runbook", "--max-procs", "--dry-run", "--format", "--metrics-file --metrics-every"}
+try freeze guard --metrics-
+try freeze --method c
+try freeze census --format ""
+try freeze timeline x.jsonl --format js
+try freeze runbook ""
+try freeze run --max-procs 5 -- zzfreeze
+try freeze drill --shape ""`)
+	// Values too: they completed nothing before (#37).
+	want := []string{"run runbook", "--max-procs", "--dry-run", "--format", "--metrics-file --metrics-every",
+		"cgroup2 cgroup1", "text json prometheus", "json jsonl", "incident no-cgroup prevention", "zzfreezecmd", "tree line churn"}
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	if len(lines) != len(want) {
 		t.Fatalf("completions:\n%s", got)
