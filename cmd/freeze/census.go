@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -128,6 +128,11 @@ func printCensus(o out, r *census.Report) {
 	if r.MemLine != "" {
 		fmt.Fprintln(w, r.MemLine)
 	}
+	if t := r.Tightest; t != nil && t.Max > 0 && t.Current >= t.Max {
+		fmt.Fprintf(w, "pids cgroup %s is at its cap: %d of pids.max %d -- every fork in it fails; what runs there is below\n", match.OneLine(t.Path), t.Current, t.Max)
+	} else if t != nil && t.Ratio >= 0.9 {
+		fmt.Fprintf(w, "pids cgroup %s is near its cap: %d of pids.max %d\n", match.OneLine(t.Path), t.Current, t.Max)
+	}
 	fmt.Fprintf(w, "\n%d processes; top %d executables over %s:\n", r.Total, len(r.Rows), timeline.Dur(time.Duration(r.Sample*float64(time.Second))))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "count\torphans\tcpu%\t+new\t-gone\toldest\tpgrps\tsessions\t\texecutable")
@@ -143,7 +148,9 @@ func printCensus(o out, r *census.Report) {
 				fmt.Fprintln(w, "\nsuspects:")
 			}
 			suspects++
-			fmt.Fprintf(w, "  %s%s: %s; processes of %s\n", match.OneLine(filepath.Base(row.Exe)), where(row), row.Reasons, timeline.Dash(row.Owners))
+			// The full path: two files of one name were two suspects
+			// that read alike ("runaway: 300 copies", "runaway: 51").
+			fmt.Fprintf(w, "  %s%s: %s; processes of %s\n", match.OneLine(row.Exe), where(row), row.Reasons, timeline.Dash(row.Owners))
 		}
 	}
 	if suspects == 0 {
@@ -152,7 +159,13 @@ func printCensus(o out, r *census.Report) {
 	if len(r.Ports) > 0 {
 		fmt.Fprintln(w, "\nports held open:")
 		for _, p := range r.Ports {
-			owner := "owner unknown (another user's process, or not found in time)"
+			owner := "owner not found in time"
+			switch {
+			case p.Unread != "":
+				owner = "owner unknown: " + p.Unread
+			case os.Geteuid() != 0:
+				owner = "owner unknown: another user's process (run census as root)"
+			}
 			if p.PID != 0 {
 				owner = fmt.Sprintf("pid %d %s", p.PID, match.OneLine(p.Exe))
 			}

@@ -18,7 +18,11 @@ type Port struct {
 	Port  int    `json:"port"`
 	PID   int    `json:"pid,omitempty"`
 	Exe   string `json:"exe,omitempty"`
-	inode uint64
+	// Unread, for a socket whose owner was not found: the processes
+	// whose descriptors could not be read (another user's, without root;
+	// another user namespace's, even with root: PID 1 on this machine).
+	Unread string `json:"owner_unread,omitempty"`
+	inode  uint64
 }
 
 // ownerBudget bounds the search for socket owners: it reads every
@@ -35,9 +39,27 @@ func ports(root string, procs map[int]snap) ([]Port, []string) {
 		byInode[p.inode] = i
 	}
 	var notes []string
+	var hidden []int // processes whose descriptors could not be read
 	end := time.Now().Add(ownerBudget)
 	left := len(out)
-	for pid, s := range procs {
+	// Every process, not only those whose executable could be read: a
+	// port of PID 1 went without an owner here, where PID 1's exe link
+	// is refused even to root (it is in another user namespace's hands)
+	// while its descriptors are not.
+	all := make([]int, 0, len(procs))
+	for pid := range procs {
+		all = append(all, pid)
+	}
+	if ents, err := os.ReadDir(root); err == nil {
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
+				if _, ok := procs[pid]; !ok {
+					all = append(all, pid)
+				}
+			}
+		}
+	}
+	for _, pid := range all {
 		if left == 0 {
 			break
 		}
@@ -48,10 +70,17 @@ func ports(root string, procs map[int]snap) ([]Port, []string) {
 		dir := root + "/" + strconv.Itoa(pid) + "/fd"
 		ents, err := os.ReadDir(dir)
 		if err != nil {
+			if os.IsPermission(err) {
+				hidden = append(hidden, pid)
+			}
 			continue
 		}
+		refused := false
 		for _, e := range ents {
 			l, err := os.Readlink(dir + "/" + e.Name())
+			if os.IsPermission(err) {
+				refused = true
+			}
 			if err != nil || !strings.HasPrefix(l, "socket:[") {
 				continue
 			}
@@ -60,12 +89,44 @@ func ports(root string, procs map[int]snap) ([]Port, []string) {
 				continue
 			}
 			if i, ok := byInode[ino]; ok && out[i].PID == 0 {
-				out[i].PID, out[i].Exe = pid, s.exe
+				out[i].PID, out[i].Exe = pid, exeOrComm(root, pid, procs)
 				left--
 			}
 		}
+		if refused {
+			hidden = append(hidden, pid)
+		}
+	}
+	// Who may hold the others: the processes whose descriptors could not
+	// be read.
+	var names []string
+	for i, pid := range hidden {
+		if i == 5 {
+			names = append(names, fmt.Sprintf("and %d more", len(hidden)-5))
+			break
+		}
+		comm, _ := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/comm")
+		names = append(names, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
+	}
+	for i := range out {
+		if out[i].PID == 0 && len(names) > 0 {
+			out[i].Unread = "held by none of the processes whose descriptors could be read; these could not be: " + strings.Join(names, ", ")
+		}
 	}
 	return out, notes
+}
+
+// exeOrComm names a socket's owner: its executable, else its name and
+// why not more.
+func exeOrComm(root string, pid int, procs map[int]snap) string {
+	if s, ok := procs[pid]; ok {
+		return s.exe
+	}
+	if l, err := os.Readlink(root + "/" + strconv.Itoa(pid) + "/exe"); err == nil {
+		return l
+	}
+	comm, _ := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/comm")
+	return fmt.Sprintf("(%s; its executable cannot be read, even by root: another user namespace's process)", strings.TrimSpace(string(comm)))
 }
 
 // readNet reads the listening TCP and bound UDP sockets of the network
