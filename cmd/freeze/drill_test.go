@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +47,15 @@ func TestDrillContainsItsChainAndLeavesNothing(t *testing.T) {
 			}
 			if ws.ExitStatus() != 0 || !strings.Contains(c.Stderr(), "drill passed") {
 				t.Fatalf("drill exit %d; stderr:\n%s", ws.ExitStatus(), c.Stderr())
+			}
+			// Its counts say what each counts: the set-up's and the run's
+			// differ as the chain grows while freeze starts (#37: "holds
+			// 331", then "357 match", then "331 contained").
+			if !regexp.MustCompile(`drill passed: the chain \(\d+ when the stop order started(, \d+ when freeze held it)?\) contained to zero`).MatchString(c.Stderr()) {
+				t.Errorf("the drill's last line does not say what its count is:\n%s", c.Stderr())
+			}
+			if strings.Contains(c.Stderr(), "freeze run started") {
+				t.Errorf("the stop order's first line reads as the 'freeze run' subcommand:\n%s", c.Stderr())
 			}
 			if left := c.Survivors(); len(left) > 0 {
 				t.Fatalf("processes of the drill alive after it passed: %v", left)

@@ -153,7 +153,7 @@ func TestGuard(t *testing.T) {
 		}
 		// The progress came from the guard: its run is in the guard's
 		// process, so the lock and the priority line are the guard's.
-		if !strings.Contains(cl.Stderr(), "zero remain") || strings.Count(cl.Stderr(), "freeze run started") != 1 {
+		if !strings.Contains(cl.Stderr(), "zero remain") || strings.Count(cl.Stderr(), "freeze started") != 1 {
 			t.Fatalf("client output:\n%s", cl.Stderr())
 		}
 		e := waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["source"] == "socket" })

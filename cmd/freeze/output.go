@@ -53,6 +53,7 @@ func (o out) progress(e timeline.Event) {
 // common one: a duration without its unit (--timeout 5).
 func (o out) flagError(prefix string, err error) {
 	o.errorf("%s%v", prefix, err)
+	flagHint(o, strings.TrimSuffix(prefix, ": "), err)
 	if strings.Contains(err.Error(), "missing unit in duration") {
 		o.hintf("a duration needs its unit: 5s, 2m, 500ms")
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/user"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func report(o out, f stopFlags, rep incident.Report) guard.Result {
 	switch rep.Outcome {
 	case timeline.StepZero:
 		o.sayf("zero remain (%d matched)", res.Matched)
-		o.sayf("next: fix the source (which spawn leaked, and is a process cap really installed?): freeze runbook prevention")
+		o.sayf("next: fix the source (which spawn leaked, and is a process cap really installed?): %s runbook prevention", self())
 	case timeline.StepNothingMatched:
 		o.sayf("nothing matched: no live process runs %s", strings.Join(targetArgs(f), " "))
 	case timeline.StepDryRun:
@@ -211,7 +212,7 @@ func reportAfter(o out, rep incident.Report) {
 	if len(res.Revoked) > 0 {
 		o.sayf("exec stays revoked on %d file(s): the binary is the bug, so nothing can start it again until it is fixed", len(res.Revoked))
 		if path != "" {
-			o.sayf("to put the modes back: freeze restore --timeline %s", match.ShellQuote(path))
+			o.sayf("to put the modes back: %s restore --timeline %s", self(), match.ShellQuote(path))
 		} else {
 			for _, r := range res.Revoked {
 				o.sayf("to put the mode back: chmod %o %s", r.Mode, match.ShellQuote(r.Path))
@@ -223,10 +224,20 @@ func reportAfter(o out, rep incident.Report) {
 		sayHidden(o, res.Hidden)
 	}
 	if n := len(res.Zombies); n > 0 {
-		o.sayf("%d zombies of the chain are waiting for their parent to reap them (first: pid %d, parent %d); they hold pids but run nothing", n, res.Zombies[0].PID, res.Zombies[0].PPID)
+		z := res.Zombies[0]
+		o.sayf("%d zombies of the chain are waiting for their parent to reap them (first: pid %d, parent %d); they hold pids but run nothing", n, z.PID, z.PPID)
+		// What comes next, and who acts (a bare count left the operator
+		// asking; they cleared 3 s later).
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", z.PPID))
+		parent := fmt.Sprintf("pid %d (%s)", z.PPID, strings.TrimSpace(string(comm)))
+		if z.PPID == 1 {
+			o.sayf("next: nothing to do if they clear within seconds: PID 1 reaps them; where PID 1 does not reap, they stay until reboot and hold only pids. freeze never signals PID 1")
+		} else {
+			o.sayf("next: nothing to do if they clear within seconds: their parent, %s, reaps them when it next waits; freeze leaves a parent outside the chain alone. If they stay, look at it: ps -o pid,stat,wchan,cmd -p %d", parent, z.PPID)
+		}
 	}
 	if path != "" {
-		o.sayf("timeline: %s (render it with: freeze timeline %s)", path, path)
+		o.sayf("timeline: %s (render it with: %s timeline %s)", path, self(), match.ShellQuote(path))
 	}
 }
 

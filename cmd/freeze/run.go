@@ -230,7 +230,9 @@ func parseStopFlags(o out, args []string) (stopFlags, int) {
 	f.jsonOut = format == "json"
 	if fl.NArg() > 0 {
 		o.errorf("unexpected argument %q", fl.Arg(0))
-		if !sayRunning(o, fl.Arg(0)) {
+		if near := didYouMean(fl.Arg(0), commands); near != "" && !strings.Contains(fl.Arg(0), "/") {
+			o.hintf("did you mean 'freeze %s'?", near)
+		} else if !sayRunning(o, fl.Arg(0)) {
 			o.hintf("name the executable by its full path: freeze --path /abs/path/to/binary ('freeze census' shows what runs most)")
 		}
 		return f, exitUsage
@@ -338,7 +340,7 @@ func (f stopFlags) pathTarget(o out, p string) (match.Target, int) {
 	case errors.Is(err, match.ErrRelative):
 		o.errorf("--path %q is not absolute", p)
 		if !sayRunning(o, p) {
-			o.hintf("give the full path, for example --path %s", match.ShellQuote(mustAbs(p)))
+			pathHint(o, "--path", p)
 		}
 		return t, exitUsage
 	case errors.Is(err, fs.ErrNotExist):

@@ -221,14 +221,21 @@ func runDrill(o out, args []string) int {
 		o.hintf("read the timeline, and 'freeze runbook no-cgroup' if no cgroup could be used")
 		return exitSurvivors
 	}
-	if rep.Guard != nil {
-		o.sayf("drill passed: %d processes contained to zero in %s by the guard (through its %s); nothing left behind; the guard's timeline: %s", rep.Reached, timeline.Dur(rep.Incident), f.via, rep.Guard.Timeline)
-	} else {
-		o.sayf("drill passed: %d processes contained to zero in %s with --method %s; nothing left behind", rep.Reached, timeline.Dur(rep.Incident), rep.Outcome.Group.Method())
+	// One count, said as what it is: the chain grows while freeze starts,
+	// so the run's match is larger than the set-up's count (the drill
+	// said "holds 331", then "357 match", then "331 contained").
+	held := fmt.Sprintf("the chain (%d when the stop order started) contained", rep.Reached)
+	if m := rep.Outcome.Matched; m > 0 && m != rep.Reached {
+		held = fmt.Sprintf("the chain (%d when the stop order started, %d when freeze held it) contained", rep.Reached, m)
 	}
-	o.sayf("in an incident here: freeze --path /abs/path/of/the/runaway (this machine would use --method %s)", rep.WouldUse)
+	if rep.Guard != nil {
+		o.sayf("drill passed: %s to zero in %s by the guard (through its %s); nothing left behind; the guard's timeline: %s", held, timeline.Dur(rep.Incident), f.via, rep.Guard.Timeline)
+	} else {
+		o.sayf("drill passed: %s to zero in %s with --method %s; nothing left behind", held, timeline.Dur(rep.Incident), rep.Outcome.Group.Method())
+	}
+	o.sayf("in an incident here: %s --path /abs/path/of/the/runaway (this machine would use --method %s)", self(), rep.WouldUse)
 	if rec.Path() != "" {
-		o.sayf("timeline: %s (render it with: freeze timeline %s)", rec.Path(), rec.Path())
+		o.sayf("timeline: %s (render it with: %s timeline %s)", rec.Path(), self(), match.ShellQuote(rec.Path()))
 	}
 	return exitZero
 }

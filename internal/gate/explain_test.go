@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -13,6 +14,14 @@ import (
 // RLIMIT_MEMLOCK no longer failed them with EPERM first), a kfunc of a
 // later release, and the cilium/ebpf MEMLOCK hint dropped where it is
 // noise.
+// eperm is what Explain says of EPERM to the user the test runs as.
+func eperm() string {
+	if os.Geteuid() == 0 {
+		return "operation not permitted (refused to root: kernel lockdown"
+	}
+	return "operation not permitted (not root: run freeze as root)"
+}
+
 func TestExplain(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -20,7 +29,9 @@ func TestExplain(t *testing.T) {
 	}{
 		{fmt.Errorf("create the gate's maps: map gated: map create: %w", unix.EINVAL), "task-local storage, which the gate keeps its marks in: Linux 5.11"},
 		{fmt.Errorf(`load program: fixing up kfuncs: kfunc "bpf_send_signal_task": not supported`), "Linux 6.13 has"},
-		{fmt.Errorf("load program: %w (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", unix.EPERM), "operation not permitted (not root"},
+		// Who is refused decides what to say: root was told "not root"
+		// before (#37).
+		{fmt.Errorf("load program: %w (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", unix.EPERM), eperm()},
 	} {
 		got := Explain(c.err)
 		if !strings.Contains(got, c.want) {

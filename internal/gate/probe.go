@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -128,8 +129,11 @@ func Explain(err error) string {
 		// Seen on Debian 11's 5.10: the gate's marks are task-local
 		// storage, a map type from 5.11.
 		return msg + " (this kernel lacks task-local storage, which the gate keeps its marks in: Linux 5.11 has it)"
+	case errors.Is(err, unix.EPERM) && os.Geteuid() == 0:
+		// Root was refused: not a question of who runs freeze.
+		return msg + " (refused to root: kernel lockdown, a security module, or a sandbox that filters bpf(2))"
 	case errors.Is(err, unix.EPERM):
-		return msg + " (not root, or refused by lockdown or a security module)"
+		return msg + " (not root: run freeze as root)"
 	case errors.Is(err, unix.EINVAL) && strings.Contains(msg, "lsm"):
 		return msg + " (the BPF LSM is not in the active list: boot with lsm=...,bpf)"
 	case errors.Is(err, ebpf.ErrNotSupported):

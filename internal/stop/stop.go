@@ -239,7 +239,7 @@ func (r *run) recordStart() {
 	if !c.LiftedAt.IsZero() {
 		start.LiftedAt = c.LiftedAt.UTC().Format(time.RFC3339Nano)
 	}
-	msg := "freeze run started"
+	msg := "freeze started"
 	if len(c.Priority) > 0 {
 		msg += "; priority: " + strings.Join(c.Priority, ", ")
 	}

@@ -491,7 +491,7 @@ func (r *result) figures() string {
 				continue
 			}
 			switch {
-			case strings.Contains(l, "freeze run started"):
+			case strings.Contains(l, "freeze started"):
 				start = ts
 			case start.IsZero():
 			case strings.Contains(l, "gate attached"):
