@@ -99,7 +99,7 @@ func TestRenderFleetMarkdownAndJSON(t *testing.T) {
 		"- **web-2**: 2 processes survived",
 		"- **db-1**: the timeline stops early",
 		"## web-1: zero",
-		"Zero remain, confirmed 413ms after the start.",
+		"Zero remain, confirmed 413ms after the run's start.",
 		// Each host's timeline sits under its host's heading, one level
 		// down: on 2e67e63 both were "##".
 		"## web-1: zero\n\nFile: ",

@@ -94,18 +94,42 @@ func svgAxes(b *bytes.Buffer, most int) {
 	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333333"/>`+"\n", svgLeft, svgHeight-svgBottom, svgWidth-svgRight, svgHeight-svgBottom)
 }
 
-// svgBars writes one bar per point, evenly spaced (the steps of a run
-// are milliseconds apart, then a kill round's wait: to scale, most bars
-// would overlap). Freeze's steps are blue, kill rounds red, zero green.
+// svgBars writes one bar per point at its time, on a true time axis
+// from the run's start to its last point, with ticks at 0, half and the
+// end. Bars of steps that came within a few milliseconds of each other
+// stand side by side at that time; a label is written where there is
+// room for it, and every bar keeps its step, time and count in its
+// tooltip. (The bars were spaced evenly over "time since the run's
+// start": 105, 105, 408 and 411 ms sat as far apart as 0 and 105.)
+// Freeze's steps are blue, kill rounds red, zero green.
 func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 	plotW := float64(svgWidth - svgLeft - svgRight)
 	plotH := float64(svgHeight - svgTop - svgBottom)
-	slot := plotW / float64(len(pts))
-	barW := slot * 0.6
 	base := float64(svgHeight - svgBottom)
-	for i, p := range pts {
+	last := 0.0
+	for _, p := range pts {
+		last = max(last, p.AtMS)
+	}
+	if last <= 0 {
+		last = 1
+	}
+	const barW = 12.0
+	inner := plotW - 2*barW // room for a bar's width at both ends
+	xOf := func(ms float64) float64 { return float64(svgLeft) + barW + inner*ms/last }
+	// The time axis: ticks at 0, half and the end.
+	for _, ms := range []float64{0, last / 2, last} {
+		x := xOf(ms)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333333"/>`+"\n", x, base, x, base+4)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", x, base+50, DurMS(ms))
+	}
+	prevX, labelX := -1e9, -1e9
+	for _, p := range pts {
+		x := xOf(p.AtMS) - barW/2
+		if x < prevX+barW { // the same moment as the last bar: beside it
+			x = prevX + barW
+		}
+		prevX = x
 		h := plotH * float64(p.N) / float64(most)
-		x := float64(svgLeft) + slot*float64(i) + (slot-barW)/2
 		mid := x + barW/2
 		color := "#4878a8"
 		switch {
@@ -115,12 +139,16 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 			color = "#3a8a3a"
 		}
 		fmt.Fprintf(b, `<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s at %s: %d</title></rect>`+"\n",
-			x, base-h, barW, h, color, xmlText(p.Label), DurMS(p.AtMS), p.N)
+			x, base-h, barW-1, h, color, xmlText(p.Label), DurMS(p.AtMS), p.N)
+		if mid-labelX < 56 {
+			continue // no room: the tooltip has it
+		}
+		labelX = mid
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%d</text>`+"\n", mid, base-h-5, color, p.N)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, xmlText(p.Label))
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+34, DurMS(p.AtMS))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, DurMS(p.AtMS))
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start</text>`+"\n", svgWidth-svgRight, svgHeight-8)
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale</text>`+"\n", svgWidth-svgRight, svgHeight-2)
 }
 
 // xmlText escapes s as XML character data; a byte that is not valid

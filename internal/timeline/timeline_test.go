@@ -127,7 +127,7 @@ func TestRenderFinishedRunWithEventsAfterTheEnd(t *testing.T) {
 	if err := Render(&b, events, "text"); err != nil {
 		t.Fatal(err)
 	}
-	if out := b.String(); strings.Contains(out, "stops early") || !strings.Contains(out, "Zero remain, confirmed 1.2s after the start.") {
+	if out := b.String(); strings.Contains(out, "stops early") || !strings.Contains(out, "Zero remain, confirmed 1.2s after the run's start.") {
 		t.Fatalf("a finished run rendered as cut, or without its outcome:\n%s", out)
 	}
 }
