@@ -30,6 +30,7 @@ const (
 type runFlags struct {
 	maxProcs       int
 	timeout, delay time.Duration
+	killAfter      time.Duration
 	report         string
 	jsonOut        bool
 	allowLeftovers bool
@@ -60,7 +61,7 @@ func runRun(o out, args []string) int {
 	if f.timeline != "" {
 		rec = incident.OpenTimeline(f.timeline, quiet)
 	}
-	rep, err := contain.Run(contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, WaitDelay: f.delay,
+	rep, err := contain.Run(contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
 		Self: self, StateDir: f.stateDir, Rec: rec, KeepEscaped: f.allowLeftovers})
 	if err != nil {
 		rec.Close()
@@ -104,7 +105,7 @@ func runVerdict(f runFlags, rep contain.Report) (int, string) {
 	case !rep.Zero:
 		return exitRunNotZero, fmt.Sprintf("the teardown could not confirm zero: %v", rep.TeardownErr)
 	case rep.TimedOut:
-		return exitRunTimedOut, fmt.Sprintf("the command timed out after %v; its tree was torn down", f.timeout)
+		return exitRunTimedOut, fmt.Sprintf("the command timed out after %v (SIGTERM, then %v of grace); its tree was torn down", f.timeout, f.killAfter)
 	case rep.CapHit():
 		return exitRunCapHit, fmt.Sprintf("the cap of %d tasks refused %d fork(s)", f.maxProcs, rep.Refused)
 	case len(rep.Leftovers) > 0 && !f.allowLeftovers:
@@ -216,6 +217,7 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	fl.SetInterspersed(false)
 	fl.IntVar(&f.maxProcs, "max-procs", 1024, "")
 	fl.DurationVar(&f.timeout, "timeout", 0, "")
+	fl.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "")
 	fl.DurationVar(&f.delay, "wait-delay", time.Second, "")
 	fl.StringVar(&f.report, "report", "", "")
 	ff := addFormat(fl, "run: ", "text", "json")
@@ -251,8 +253,12 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 		o.errorf("run: --max-procs %d: the command needs at least 2 tasks (it and one child); a test suite wants hundreds", f.maxProcs)
 	case !filepath.IsAbs(f.stateDir):
 		o.errorf("run: --state-dir %q is not absolute", f.stateDir)
-	case f.timeout < 0 || f.delay < 0:
-		o.errorf("run: --timeout and --wait-delay take a duration such as 30s or 10m")
+	case f.timeout < 0:
+		o.errorf("run: --timeout %v: give a positive duration such as 30s or 10m (or leave it out: no timeout)", f.timeout)
+	case f.delay < 0:
+		o.errorf("run: --wait-delay %v: give a duration of 0 or more, such as 1s", f.delay)
+	case f.killAfter < 0:
+		o.errorf("run: --kill-after %v: give a duration of 0 or more, such as 10s", f.killAfter)
 	default:
 		return f, command, -1
 	}
@@ -294,7 +300,11 @@ Examples:
 
 Options:
         --max-procs N      pids.max: tasks, threads included (default 1024)
-        --timeout D        end CMD and its tree after D (default none)
+        --timeout D        after D, send SIGTERM to CMD's process group, as
+                           timeout(1) does (default none)
+        --kill-after D     how long CMD has after that SIGTERM to end by
+                           itself (to write its report), before its tree
+                           is torn down (default 10s, timeout -k's grace)
         --wait-delay D     after CMD exits (or is signalled), how long its
                            descendants get to exit by themselves (default 1s)
         --allow-leftovers  report leftovers, but keep CMD's status (and

@@ -616,3 +616,34 @@ func TestRunSeesADescendantThatLeftItsGroup(t *testing.T) {
 		}
 	}
 }
+
+// --timeout sends SIGTERM to the command's group and gives it
+// --kill-after to end by itself, as timeout(1) does: the command's trap
+// runs (a test runner writes its report there). The command is reported
+// as timed out, not as its own leftover; the run's record renders with
+// its outcome, and draws (#36: it was killed outright, listed as its
+// own leftover, and its record rendered "Unknown" and drew nothing).
+func TestRunTimeoutSendsTermAndItsRecordRenders(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	tl := filepath.Join(dir, "run.jsonl")
+	c, code := runUnder(t, []string{bin, "run", "--timeout", "1s", "--kill-after", "20s", "-t", tl, "--",
+		"/bin/sh", "-c", `trap 'echo got TERM; exit 7' TERM; sleep 30 & wait`}, 60*time.Second)
+	if code != 124 {
+		t.Fatalf("exit %d, want 124 (timed out); stderr:\n%s", code, c.Stderr())
+	}
+	if !strings.Contains(c.Stdout(), "got TERM") {
+		t.Errorf("the command's TERM trap did not run; stdout:\n%s\nstderr:\n%s", c.Stdout(), c.Stderr())
+	}
+	if strings.Contains(c.Stderr(), "the command itself") {
+		t.Errorf("the timed-out command is listed as its own leftover:\n%s", c.Stderr())
+	}
+	out, err := exec.Command(bin, "timeline", tl, "--format", "text").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "freeze run exited 124") || !strings.Contains(string(out), "Host: ") {
+		t.Errorf("the run's record does not render its outcome and host (%v):\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "timeline", tl, "--format", "svg").CombinedOutput(); err != nil || !strings.Contains(string(out), `class="bar"`) {
+		t.Errorf("the run's record does not draw (%v):\n%s", err, out)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
+	"freeze/internal/version"
 )
 
 // Config is one command to run.
@@ -35,6 +36,10 @@ type Config struct {
 	Command   []string
 	MaxProcs  int           // pids.max: tasks, threads included
 	Timeout   time.Duration // 0: none
+	// KillAfter is how long the command's group has after --timeout's
+	// SIGTERM to end by itself (timeout -k's grace): a test runner writes
+	// its report there. Then the group is torn down.
+	KillAfter time.Duration
 	WaitDelay time.Duration // after the command exits, for its descendants to exit
 	// Self is freeze's own executable, which the child runs to join the
 	// groups (ChildArg).
@@ -95,13 +100,13 @@ func Run(c Config) (Report, error) {
 		return rep, err
 	}
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunStart, fmt.Sprintf("started %s as pid %d, capped by %s", match.ShellJoin(c.Command), cmd.Process.Pid, cp.why),
-		timeline.RunStart{Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs})
+		timeline.RunStart{HostInfo: timeline.Host(), Version: version.Get().String(), Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs})
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()
 	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r)
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
 	settle(c, cp)
-	rep.Leftovers = leftovers(cp, cmd.Process.Pid)
+	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut)
 	// A root command can always leave the groups (a write of its pid to
 	// another cgroup.procs): the cap and the teardown then miss it. freeze
 	// is the subreaper of the whole tree, so it still sees it below
@@ -189,7 +194,17 @@ func wait(c Config, pid int, r *reaper) (status int, signaled string, timedOut b
 		case ws := <-r.exited:
 			return statusOf(ws), signaled, false
 		case <-timeout:
-			return -1, signaled, true
+			// As timeout(1): SIGTERM to the group, then the grace, then
+			// the teardown. It was killed outright before, and a pytest
+			// under --timeout wrote no report.
+			unix.Kill(-pid, unix.SIGTERM)
+			signaled = "SIGTERM (--timeout)"
+			select {
+			case ws := <-r.exited:
+				return statusOf(ws), signaled, true
+			case <-time.After(c.KillAfter):
+				return -1, signaled, true
+			}
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
 			signaled = unix.SignalName(sig)
@@ -226,8 +241,10 @@ func settle(c Config, cp *capped) {
 // the operator's words alike.
 func (r Report) ExitWords() string {
 	switch {
+	case r.TimedOut && r.Status >= 0:
+		return fmt.Sprintf("the command timed out, was sent SIGTERM, and exited %d within its grace", r.Status)
 	case r.TimedOut:
-		return "the command timed out"
+		return "the command timed out, and did not exit within its grace after SIGTERM"
 	case r.Status < 0:
 		return "the command did not exit after " + r.Signaled
 	case r.Status > 128:

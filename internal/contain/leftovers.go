@@ -57,13 +57,19 @@ func (l Leftover) Record() timeline.RunLeftover {
 
 // leftovers lists the command's live processes once it has exited (or
 // timed out), with how each left its tree.
-func leftovers(cp *capped, child int) []Leftover {
+func leftovers(cp *capped, child int, timedOut bool) []Leftover {
 	sid, _ := unix.Getsid(0)
 	self := os.Getpid()
 	up := uptimeTicks()
 	var out []Leftover
 	nets := netTables{}
 	for _, st := range stats(cp) {
+		if st.PID == child && timedOut {
+			// Not a leftover: the timeout is the verdict, and the
+			// teardown ends it (it was listed as its own leftover, and
+			// as having outlived a command that never ended).
+			continue
+		}
 		l := Leftover{PID: st.PID, Comm: st.Comm, PPID: st.PPID}
 		l.Exe, _, _ = proc.Default.ExePath(st.PID)
 		if up > 0 && st.Start <= up {

@@ -18,12 +18,29 @@ type ChartPoint struct {
 func Chart(events []Event) []ChartPoint {
 	var out []ChartPoint
 	start := 0.0
+	exitMS := -1.0
 	for _, e := range events {
-		if e.Step == StepStart {
+		if e.Step == StepStart || e.Step == StepRunStart {
 			start = e.ElapsedMS
 		}
 		e.ElapsedMS -= start
 		switch e.Step {
+		// A freeze run's: the command's tree at its peak, what outlived
+		// it, and zero.
+		case StepRunExit:
+			exitMS = e.ElapsedMS
+		case StepRunEnd:
+			var end RunEnd
+			if e.Decode(&end) == nil {
+				at := max(exitMS, 0)
+				if end.Peak > 0 {
+					out = append(out, ChartPoint{"peak", at, end.Peak})
+				}
+				out = append(out, ChartPoint{"left over", at, end.Leftovers})
+				if end.Zero {
+					out = append(out, ChartPoint{"zero", e.ElapsedMS, 0})
+				}
+			}
 		case StepMatch:
 			var m Matched
 			if e.Decode(&m) == nil {

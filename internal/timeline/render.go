@@ -101,7 +101,15 @@ func (r renderer) header(events []Event) {
 		fmt.Fprintf(r.w, "%s\n", title)
 	}
 	var start Start
-	if first.Step == StepStart && first.Decode(&start) == nil && len(start.Command) > 0 {
+	if first.Step == StepRunStart {
+		// A freeze run's record: its command, its host.
+		var rs RunStart
+		if first.Decode(&rs) == nil {
+			start.Command = append([]string{"freeze", "run", "--"}, rs.Command...)
+			start.HostInfo, start.Version = rs.HostInfo, rs.Version
+		}
+	}
+	if (first.Step == StepStart || first.Step == StepRunStart) && (first.Step == StepRunStart || first.Decode(&start) == nil) && len(start.Command) > 0 {
 		// Quoted, so that it pastes back as the same words: a bash
 		// bomb's --arg ':(){ :|:& };:' is one word.
 		line := match.ShellJoin(start.Command)
@@ -177,12 +185,32 @@ func ended(events []Event) bool {
 	return false
 }
 
+// runOutcome says how a freeze run ended: its exit code and why, what
+// outlived the command, the cap, and zero.
+func runOutcome(e RunEnd) string {
+	out := fmt.Sprintf("freeze run exited %d: %s.", e.Exit, e.Why)
+	if e.Leftovers > 0 {
+		out += fmt.Sprintf(" %d process(es) outlived the command and were killed.", e.Leftovers)
+	}
+	if e.Refused > 0 {
+		out += fmt.Sprintf(" The cap of %d tasks refused %d fork(s) (peak %d).", e.Max, e.Refused, e.Peak)
+	} else if e.Peak > 0 {
+		out += fmt.Sprintf(" Peak %d tasks of the cap of %d.", e.Peak, e.Max)
+	}
+	if e.Zero {
+		out += fmt.Sprintf(" Zero confirmed %s after the start.", DurMS(e.TookMS))
+	} else {
+		out += " The teardown could not confirm zero."
+	}
+	return out
+}
+
 // runStartMS is when the run itself started in its file (a drill
 // records its set-up before it): the one origin of the picture's times
 // and of the outcome's.
 func runStartMS(events []Event) float64 {
 	for _, e := range events {
-		if e.Step == StepStart {
+		if e.Step == StepStart || e.Step == StepRunStart {
 			return e.ElapsedMS
 		}
 	}
@@ -193,6 +221,10 @@ func outcome(events []Event) string {
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
 		switch e.Step {
+		case StepRunEnd:
+			var end RunEnd
+			e.Decode(&end)
+			return runOutcome(end)
 		case StepZero:
 			// From the run's start, as the picture's bars are: a drill's
 			// header said "confirmed 413ms" over a bar "zero 411ms".

@@ -154,6 +154,10 @@ type Revoked struct {
 
 // RunStart is freeze run's command, started and capped (StepRunStart).
 type RunStart struct {
+	// The machine and the freeze, as a stop order's start records them
+	// (a run's record said neither).
+	HostInfo
+	Version  string   `json:"freeze_version,omitempty"`
 	Command  []string `json:"command"`
 	PID      int      `json:"pid"`
 	Cap      string   `json:"cap"` // cgroup2, cgroup1 or rlimit
