@@ -33,9 +33,9 @@ import (
 
 // Config is one command to run.
 type Config struct {
-	Command   []string
-	MaxProcs  int           // pids.max: tasks, threads included
-	Timeout   time.Duration // 0: none
+	Command  []string
+	MaxProcs int           // pids.max: tasks, threads included
+	Timeout  time.Duration // 0: none
 	// KillAfter is how long the command's group has after --timeout's
 	// SIGTERM to end by itself (timeout -k's grace): a test runner writes
 	// its report there. Then the group is torn down.
