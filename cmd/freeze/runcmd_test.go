@@ -647,3 +647,52 @@ func TestRunTimeoutSendsTermAndItsRecordRenders(t *testing.T) {
 		t.Errorf("the run's record does not draw (%v):\n%s", err, out)
 	}
 }
+
+// Each leftover names who started it, from the run's lineage (the
+// process events connector): under 'freeze run -- go test', the package
+// whose test binary started it, though its parent had exited and it was
+// re-parented to freeze (#36: "which test did this?"). And go test keeps
+// its cache under freeze run (no -exec).
+func TestRunNamesTheGoTestThatLeftAProcess(t *testing.T) {
+	nestsInHarness(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go on PATH (the kernel matrix's guests have none)")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	mod := filepath.Join(dir, "leaky")
+	os.Mkdir(mod, 0o755)
+	os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module leaky\n\ngo 1.26\n"), 0o644)
+	os.WriteFile(filepath.Join(mod, "leaky_test.go"), []byte(`package leaky
+
+import (
+	"os/exec"
+	"syscall"
+	"testing"
+)
+
+func TestLeavesAHelper(t *testing.T) {
+	c := exec.Command(`+strconv.Quote(sleep)+`, "60")
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+`), 0o644)
+	report := filepath.Join(dir, "report.json")
+	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run --report " + report + " -- " + goBin + " test -count=1 ."}, 100*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
+	}
+	want := "started by the Go test binary leaky.test of package " + mod
+	if !strings.Contains(c.Stderr(), want) {
+		t.Errorf("the leftover does not name its package (%q):\n%s", want, c.Stderr())
+	}
+	var r runJSON
+	b, _ := os.ReadFile(report)
+	if json.Unmarshal(b, &r) != nil || len(r.Leftovers) != 1 || !strings.Contains(r.Leftovers[0].StartedBy, "of package "+mod) || len(r.Leftovers[0].Args) != 2 {
+		t.Errorf("the report's leftover: %s", b)
+	}
+}

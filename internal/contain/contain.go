@@ -61,6 +61,9 @@ type Report struct {
 	Status   int    // the command's exit status (128+N for signal N), -1 if it never exited
 	Signaled string // a signal freeze received and passed on, if any
 	TimedOut bool
+	// Lineage: the process events connector recorded who started whom
+	// (root only); each leftover then names who started it.
+	Lineage bool
 	// Refused is how many forks the cap refused (pids.events); Peak the
 	// most tasks the group held (-1 unknown).
 	Refused, Peak int
@@ -94,6 +97,11 @@ func Run(c Config) (Report, error) {
 	rep.Cap, rep.CapWhy, rep.Group = cp.kind, cp.why, cp.pids
 	st := newState(c.StateDir, name, cp, c.Command)
 	defer st.remove()
+	// Who starts whom, from before the command's first fork: rooted at
+	// freeze itself, whose one child is the command.
+	lin := startLineage(os.Getpid())
+	defer lin.stop()
+	rep.Lineage = lin != nil
 	cmd, err := start(c, cp)
 	if err != nil {
 		cp.remove()
@@ -106,12 +114,12 @@ func Run(c Config) (Report, error) {
 	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r)
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
 	settle(c, cp)
-	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut)
+	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut, lin)
 	// A root command can always leave the groups (a write of its pid to
 	// another cgroup.procs): the cap and the teardown then miss it. freeze
 	// is the subreaper of the whole tree, so it still sees it below
 	// itself.
-	esc := escaped(cp, cmd.Process.Pid)
+	esc := escaped(cp, cmd.Process.Pid, lin)
 	rep.Leftovers = append(rep.Leftovers, esc...)
 	for _, l := range rep.Leftovers {
 		c.Rec.RecordOf(timeline.StageMatch, timeline.StepLeftover, l.String(), l.Record())
@@ -126,7 +134,7 @@ func Run(c Config) (Report, error) {
 	// while the group was torn down escaped both the first look and the
 	// kill (seen under load: it wrote its pid to another cgroup.procs
 	// between the two).
-	if late := escaped(cp, cmd.Process.Pid); len(late) > 0 {
+	if late := escaped(cp, cmd.Process.Pid, lin); len(late) > 0 {
 		seen := map[int]bool{}
 		for _, l := range rep.Leftovers {
 			seen[l.PID] = true

@@ -32,12 +32,36 @@ type Leftover struct {
 	// 127.0.0.1:8080"): a leftover server is what makes the next run's
 	// bind fail.
 	Ports []string
+	// Args is its argv, as ps -f shows it; StartedBy who started it, from
+	// the run's lineage: the Go test binary's package, or its ancestors'
+	// argv ("" where the lineage could not be recorded).
+	Args      []string
+	StartedBy string
 
 	id proc.ID // pid and start time, as seen when it was listed
 }
 
+// name reads the leftover's argv and, from the lineage, who started it.
+func (l *Leftover) name(lin *lineage) {
+	if b, err := os.ReadFile(filepath.Join(pidDir(l.PID), "cmdline")); err == nil && len(b) > 0 {
+		l.Args = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	}
+	chain := lin.chain(l.PID)
+	// Not freeze itself, the root of the lineage.
+	for i, a := range chain {
+		if a.PID == os.Getpid() {
+			chain = chain[:i]
+			break
+		}
+	}
+	l.StartedBy = startedBy(chain)
+}
+
 func (l Leftover) String() string {
-	s := fmt.Sprintf("left behind: pid %d %s (%s), %s old, parent %d", l.PID, l.Exe, l.Comm, timeline.Dur(time.Duration(l.StartAge*float64(time.Second))), l.PPID)
+	s := fmt.Sprintf("left behind: pid %d %s (%s), %s old, parent %d", l.PID, argvLine(l.Args, l.Exe), exeOf(l), timeline.Dur(time.Duration(l.StartAge*float64(time.Second))), l.PPID)
+	if l.StartedBy != "" {
+		s += "; started by " + l.StartedBy
+	}
 	if l.How != "" {
 		s += "; " + l.How
 	}
@@ -52,12 +76,22 @@ func (l Leftover) String() string {
 
 // Record is the leftover as the timeline and --json write it.
 func (l Leftover) Record() timeline.RunLeftover {
-	return timeline.RunLeftover{PID: l.PID, Exe: l.Exe, Comm: l.Comm, AgeS: l.StartAge, PPID: l.PPID, How: l.How, Pipes: l.Pipes, Sockets: l.Sockets, Ports: l.Ports}
+	return timeline.RunLeftover{PID: l.PID, Exe: l.Exe, Comm: l.Comm, AgeS: l.StartAge, PPID: l.PPID, How: l.How, Pipes: l.Pipes, Sockets: l.Sockets, Ports: l.Ports,
+		Args: l.Args, StartedBy: l.StartedBy}
+}
+
+// exeOf names a leftover's executable, or what it is without one: a
+// process that has exited and is not yet reaped has none to read.
+func exeOf(l Leftover) string {
+	if l.Exe != "" {
+		return l.Exe
+	}
+	return "no executable: exited, not yet reaped (" + l.Comm + ")"
 }
 
 // leftovers lists the command's live processes once it has exited (or
 // timed out), with how each left its tree.
-func leftovers(cp *capped, child int, timedOut bool) []Leftover {
+func leftovers(cp *capped, child int, timedOut bool, lin *lineage) []Leftover {
 	sid, _ := unix.Getsid(0)
 	self := os.Getpid()
 	up := uptimeTicks()
@@ -72,6 +106,7 @@ func leftovers(cp *capped, child int, timedOut bool) []Leftover {
 		}
 		l := Leftover{PID: st.PID, Comm: st.Comm, PPID: st.PPID}
 		l.Exe, _, _ = proc.Default.ExePath(st.PID)
+		l.name(lin)
 		if up > 0 && st.Start <= up {
 			l.StartAge = float64(up-st.Start) / 100
 		}
@@ -100,7 +135,7 @@ func leftovers(cp *capped, child int, timedOut bool) []Leftover {
 // escaped lists freeze's live descendants that are not in the run's
 // groups: they moved themselves (or were moved) into another cgroup.
 // With the rlimit there is no group, and every descendant is the set.
-func escaped(cp *capped, child int) []Leftover {
+func escaped(cp *capped, child int, lin *lineage) []Leftover {
 	if cp.pids == "" {
 		return nil
 	}
@@ -117,6 +152,7 @@ func escaped(cp *capped, child int) []Leftover {
 		cg, _ := os.ReadFile(filepath.Join(pidDir(st.PID), "cgroup"))
 		l := Leftover{PID: st.PID, Comm: st.Comm, PPID: st.PPID, id: st.ID()}
 		l.Exe, _, _ = proc.Default.ExePath(st.PID)
+		l.name(lin)
 		l.How = "left the run's group for another cgroup (" + capLines(cg) + "): outside the cap and the group's teardown"
 		var socks []uint64
 		l.Pipes, socks = held(st.PID)

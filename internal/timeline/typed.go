@@ -185,6 +185,10 @@ type RunLeftover struct {
 	Pipes   int      `json:"pipes"`
 	Sockets int      `json:"sockets"`
 	Ports   []string `json:"ports,omitempty"`
+	// Args is its argv; StartedBy who started it (the Go test package,
+	// or its ancestors' argv), from the run's lineage.
+	Args      []string `json:"args,omitempty"`
+	StartedBy string   `json:"started_by,omitempty"`
 }
 
 // RunEnd is freeze run's verdict (StepRunEnd).

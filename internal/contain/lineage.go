@@ -1,0 +1,225 @@
+package contain
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A lineage records who started whom in a run, as it happens, through
+// the kernel's process events connector (netlink, PROC_EVENT_FORK and
+// PROC_EVENT_EXEC): a leftover re-parented to freeze has lost its
+// parent by the time the command ends, and /proc no longer says who
+// started it. Each process of the run is kept with its parent, its
+// executable and argv as of its last exec, and its working directory
+// (where 'go test' runs a package's test binary).
+type lineage struct {
+	mu    sync.Mutex
+	fd    int
+	procs map[int]*ancestor
+	done  chan struct{}
+}
+
+// ancestor is one process of the run as the lineage saw it.
+type ancestor struct {
+	PID    int
+	Parent int
+	Exe    string
+	Args   []string
+	Dir    string
+}
+
+// The connector's constants (linux/connector.h, linux/cn_proc.h).
+const (
+	cnIdxProc          = 1
+	cnValProc          = 1
+	procCnMcastListen  = 1
+	procEventFork      = 0x00000001
+	procEventExec      = 0x00000002
+	cnMsgSize          = 20 // struct cn_msg without data
+	procEventHeaderLen = 16 // what, cpu, timestamp_ns
+)
+
+// startLineage listens to the process events connector, rooted at root
+// (the command's pid). It needs CAP_NET_ADMIN; where it cannot listen it
+// returns nil, and leftovers are named without their ancestry.
+func startLineage(root int) *lineage {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
+	if err != nil {
+		return nil
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc, Pid: uint32(os.Getpid())}); err != nil {
+		unix.Close(fd)
+		return nil
+	}
+	// A large receive buffer: a fork bomb's events come faster than
+	// anything reads them; a lost event loses one link, nothing else.
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	msg := make([]byte, unix.NLMSG_HDRLEN+cnMsgSize+4)
+	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.NativeEndian.PutUint16(msg[4:], unix.NLMSG_DONE)
+	binary.NativeEndian.PutUint32(msg[12:], uint32(os.Getpid()))
+	cn := msg[unix.NLMSG_HDRLEN:]
+	binary.NativeEndian.PutUint32(cn[0:], cnIdxProc)
+	binary.NativeEndian.PutUint32(cn[4:], cnValProc)
+	binary.NativeEndian.PutUint16(cn[16:], 4)
+	binary.NativeEndian.PutUint32(cn[cnMsgSize:], procCnMcastListen)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil
+	}
+	l := &lineage{fd: fd, procs: map[int]*ancestor{}, done: make(chan struct{})}
+	l.procs[root] = describe(root, os.Getpid())
+	go l.read()
+	return l
+}
+
+// read takes events until stop closes the socket.
+func (l *lineage) read() {
+	defer close(l.done)
+	buf := make([]byte, 64<<10)
+	for {
+		n, _, err := unix.Recvfrom(l.fd, buf, 0)
+		if err == unix.EINTR || err == unix.ENOBUFS {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			continue
+		}
+		for _, m := range msgs {
+			if len(m.Data) < cnMsgSize+procEventHeaderLen {
+				continue
+			}
+			ev := m.Data[cnMsgSize:]
+			what := binary.NativeEndian.Uint32(ev[0:])
+			body := ev[procEventHeaderLen:]
+			switch what {
+			case procEventFork:
+				if len(body) < 16 {
+					continue
+				}
+				ptgid := int(binary.NativeEndian.Uint32(body[4:]))
+				ctgid := int(binary.NativeEndian.Uint32(body[12:]))
+				cpid := int(binary.NativeEndian.Uint32(body[8:]))
+				if cpid != ctgid || ptgid == ctgid {
+					continue // a thread, not a process
+				}
+				l.mu.Lock()
+				if p, ok := l.procs[ptgid]; ok {
+					l.procs[ctgid] = &ancestor{PID: ctgid, Parent: ptgid, Exe: p.Exe, Args: p.Args, Dir: p.Dir}
+				}
+				l.mu.Unlock()
+			case procEventExec:
+				if len(body) < 8 {
+					continue
+				}
+				tgid := int(binary.NativeEndian.Uint32(body[4:]))
+				l.mu.Lock()
+				if p, ok := l.procs[tgid]; ok {
+					d := describe(tgid, p.Parent)
+					if d.Exe != "" {
+						l.procs[tgid] = d
+					}
+				}
+				l.mu.Unlock()
+			}
+		}
+	}
+}
+
+// describe reads what a process runs: its executable, argv and working
+// directory.
+func describe(pid, parent int) *ancestor {
+	a := &ancestor{PID: pid, Parent: parent}
+	dir := "/proc/" + strconv.Itoa(pid)
+	a.Exe, _ = os.Readlink(dir + "/exe")
+	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
+		a.Args = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	}
+	a.Dir, _ = os.Readlink(dir + "/cwd")
+	return a
+}
+
+// stop ends the listening.
+func (l *lineage) stop() {
+	if l == nil {
+		return
+	}
+	unix.Shutdown(l.fd, unix.SHUT_RDWR)
+	unix.Close(l.fd)
+	<-l.done
+}
+
+// chain is pid's ancestry within the run, from its parent up to the
+// command: who started it.
+func (l *lineage) chain(pid int) []ancestor {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []ancestor
+	seen := map[int]bool{pid: true}
+	for cur := l.procs[pid]; cur != nil && !seen[cur.Parent]; {
+		seen[cur.Parent] = true
+		up := l.procs[cur.Parent]
+		if up == nil {
+			break
+		}
+		out = append(out, *up)
+		cur = up
+	}
+	return out
+}
+
+// goTestRE is a test binary 'go test' built: /tmp/go-build.../bNNN/NAME.test.
+var goTestRE = regexp.MustCompile(`/go-build[0-9]+/b[0-9]+/[^/]+\.test$`)
+
+// startedBy names who started a leftover, in a phrase: the nearest Go
+// test binary's package (go test runs it in the package's directory), or
+// the ancestors' argv.
+func startedBy(chain []ancestor) string {
+	for _, a := range chain {
+		if goTestRE.MatchString(a.Exe) {
+			what := "the Go test binary " + filepath.Base(a.Exe) + " of package " + a.Dir
+			for _, arg := range a.Args {
+				if strings.HasPrefix(arg, "-test.run=") {
+					what += " (" + arg + ")"
+				}
+			}
+			return what
+		}
+	}
+	var parts []string
+	for i, a := range chain {
+		if i == 3 {
+			parts = append(parts, "...")
+			break
+		}
+		parts = append(parts, "pid "+strconv.Itoa(a.PID)+" "+argvLine(a.Args, a.Exe))
+	}
+	return strings.Join(parts, " <- ")
+}
+
+// argvLine is argv as ps -f shows it, bounded.
+func argvLine(args []string, exe string) string {
+	if len(args) == 0 || args[0] == "" {
+		return exe
+	}
+	s := strings.Join(args, " ")
+	if len(s) > 120 {
+		s = s[:119] + "…"
+	}
+	return s
+}
