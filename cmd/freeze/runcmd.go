@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,6 +33,8 @@ type runFlags struct {
 	timeout, delay time.Duration
 	killAfter      time.Duration
 	report         string
+	junit          string
+	leaks          string // fail (default) or warn
 	jsonOut        bool
 	allowLeftovers bool
 	reap           bool
@@ -80,6 +83,10 @@ func runRun(o out, args []string) int {
 	if f.jsonOut || f.report != "" {
 		writeRunReport(o, f, rep, code, why, rec.Path())
 	}
+	if f.junit != "" {
+		writeJUnit(o, f, rep, command)
+	}
+	githubAnnotate(o, f, rep, code, why)
 	return code
 }
 
@@ -108,7 +115,7 @@ func runVerdict(f runFlags, rep contain.Report) (int, string) {
 		return exitRunTimedOut, fmt.Sprintf("the command timed out after %v (SIGTERM, then %v of grace); its tree was torn down", f.timeout, f.killAfter)
 	case rep.CapHit():
 		return exitRunCapHit, fmt.Sprintf("the cap of %d tasks refused %d fork(s)", f.maxProcs, rep.Refused)
-	case len(rep.Leftovers) > 0 && !f.allowLeftovers:
+	case len(rep.Leftovers) > 0 && !f.allowLeftovers && f.leaks == "fail":
 		return exitRunLeftovers, fmt.Sprintf("%d process(es) outlived the command", len(rep.Leftovers))
 	case rep.Status < 0:
 		return exitRunNotZero, "the command did not exit after " + rep.Signaled
@@ -170,7 +177,9 @@ func writeRunReport(o out, f runFlags, rep contain.Report, code int, why, tl str
 	}
 	b, _ := json.MarshalIndent(j, "", "  ")
 	if f.jsonOut {
-		fmt.Fprintln(o.stdout, string(b))
+		// On stderr: stdout is the command's, and a report mixed into
+		// it would corrupt what a pipeline reads.
+		fmt.Fprintln(o.stderr, string(b))
 	}
 	if f.report != "" {
 		// By descriptor, replacing whatever stands at the name: a user's
@@ -220,6 +229,9 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	fl.DurationVar(&f.killAfter, "kill-after", 10*time.Second, "")
 	fl.DurationVar(&f.delay, "wait-delay", time.Second, "")
 	fl.StringVar(&f.report, "report", "", "")
+	fl.StringVar(&f.junit, "junit", "", "")
+	fl.StringVar(&f.leaks, "leaks", "fail", "")
+	fl.DurationVar(&f.delay, "leak-timeout", time.Second, "")
 	ff := addFormat(fl, "run: ", "text", "json")
 	fl.BoolVar(&f.allowLeftovers, "allow-leftovers", false, "")
 	fl.BoolVar(&f.reap, "reap", false, "")
@@ -257,6 +269,10 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 		o.errorf("run: --timeout %v: give a positive duration such as 30s or 10m (or leave it out: no timeout)", f.timeout)
 	case f.delay < 0:
 		o.errorf("run: --wait-delay %v: give a duration of 0 or more, such as 1s", f.delay)
+	case f.leaks != "fail" && f.leaks != "warn":
+		o.errorf("run: --leaks %q: give fail (a leftover fails the run, exit 122) or warn (it is reported, and the command's status kept)", f.leaks)
+	case f.junit != "" && !filepath.IsAbs(f.junit) && strings.HasPrefix(f.junit, "-"):
+		o.errorf("run: --junit %q: give the file to write, such as --junit freeze-run.xml", f.junit)
 	case f.killAfter < 0:
 		o.errorf("run: --kill-after %v: give a duration of 0 or more, such as 10s", f.killAfter)
 	default:
@@ -307,6 +323,18 @@ Options:
                            is torn down (default 10s, timeout -k's grace)
         --wait-delay D     after CMD exits (or is signalled), how long its
                            descendants get to exit by themselves (default 1s)
+        --junit FILE       also write the run as JUnit XML: a failing test
+                           case per leftover (with who started it) and per
+                           cap hit, a passing one when clean (GitLab CI's
+                           report; Jenkins reads it too). Under GitHub
+                           Actions (GITHUB_ACTIONS=true) each is also an
+                           error annotation, and a table is appended to
+                           $GITHUB_STEP_SUMMARY
+        --leaks fail|warn  fail (default): a leftover fails the run (122);
+                           warn: it is reported, CMD's status is kept
+        --leak-timeout D   the same as --wait-delay: how long CMD's
+                           descendants get to exit after it does before
+                           they count as left over (default 1s)
         --allow-leftovers  report leftovers, but keep CMD's status (and
                            leave alive what left the groups)
     -f, --format FORMAT    text (default), or json: the report as JSON on

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -694,5 +695,64 @@ func TestLeavesAHelper(t *testing.T) {
 	b, _ := os.ReadFile(report)
 	if json.Unmarshal(b, &r) != nil || len(r.Leftovers) != 1 || !strings.Contains(r.Leftovers[0].StartedBy, "of package "+mod) || len(r.Leftovers[0].Args) != 2 {
 		t.Errorf("the report's leftover: %s", b)
+	}
+}
+
+// The reports CI systems read (#36): --junit writes JUnit XML that a
+// real consumer parses (Debian's python3-junitparser), a failing case
+// per leftover naming it; under GitHub Actions each leftover is an
+// ::error annotation, and the job summary gets a table; --json goes to
+// stderr, never into the command's stdout; --leaks warn keeps the
+// command's status.
+func TestRunReportsForCI(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	junit, summary := filepath.Join(dir, "run.xml"), filepath.Join(dir, "summary.md")
+	cmd := []string{"/bin/sh", "-c", "GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=" + summary + " exec " + bin + " run --junit " + junit + " --json -- /bin/sh -c 'setsid " + sleep + " 60 & echo the-command-output'"}
+	c, code := runUnder(t, cmd, 60*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
+	}
+	if out := c.Stdout(); strings.Contains(out, `"leftovers"`) || !strings.Contains(out, "the-command-output") {
+		t.Errorf("stdout is not the command's own (with the annotations after it):\n%s", out)
+	}
+	if !strings.Contains(c.Stderr(), `"leftovers"`) {
+		t.Errorf("--json is not on stderr:\n%s", c.Stderr())
+	}
+	if !regexp.MustCompile(`(?m)^::error title=left behind%3A pid \d+ `).MatchString(c.Stdout()) {
+		t.Errorf("no GitHub annotation for the leftover:\n%s", c.Stdout())
+	}
+	if b, _ := os.ReadFile(summary); !strings.Contains(string(b), "| left behind: pid ") {
+		t.Errorf("the job summary has no table of findings:\n%s", b)
+	}
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("no Debian python3 for junitparser")
+	}
+	check := `import sys, junitparser
+x = junitparser.JUnitXml.fromfile(sys.argv[1])
+suites = [x] if isinstance(x, junitparser.TestSuite) else list(x)
+s = suites[0]
+cases = list(s)
+fails = [c for c in cases if c.result and isinstance(c.result[0], junitparser.Failure)]
+print(s.tests, s.failures, len(fails), fails[0].name if fails else "")
+`
+	out, err := exec.Command(py, "-c", check, junit).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "No module named") {
+			t.Skip("python3-junitparser is not installed (.ci/run installs it)")
+		}
+		t.Fatalf("junitparser: %v\n%s", err, out)
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 4 || f[0] != "1" || f[1] != "1" || f[2] != "1" || !strings.Contains(string(out), "left behind: pid") {
+		t.Errorf("junitparser read: %s (want 1 test, 1 failure, the leftover)", out)
+	}
+	// --leaks warn: reported, and the command's own status kept.
+	c, code = runUnder(t, []string{bin, "run", "--leaks", "warn", "--", "/bin/sh", "-c", "setsid " + sleep + " 60 & exit 0"}, 60*time.Second)
+	if code != 0 || !strings.Contains(c.Stderr(), "left behind") {
+		t.Errorf("--leaks warn: exit %d, want 0 with the leftover reported:\n%s", code, c.Stderr())
 	}
 }
