@@ -73,7 +73,7 @@ func runRun(o out, args []string) int {
 	}
 	code, why := runVerdict(f, rep)
 	rec.RecordOf(timeline.StageRecord, timeline.StepRunEnd, why, timeline.RunEnd{Exit: code, Why: why, Leftovers: len(rep.Leftovers),
-		Refused: rep.Refused, Peak: rep.Peak, Max: f.maxProcs, Zero: rep.Zero, TookMS: msOf(rep.Took),
+		Refused: rep.Refused, Peak: rep.Peak, Max: f.maxProcs, AtCap: rep.AtCap, Zero: rep.Zero, TookMS: msOf(rep.Took),
 		TeardownMS: msOf(rep.TeardownTook), RemoveMS: msOf(rep.RemoveTook)})
 	incident.CloseTimeline(rec, quiet)
 	if rec.Path() == "" && code != rep.Status {
@@ -137,6 +137,9 @@ func sayRun(o out, f runFlags, rep contain.Report, code int, why, tl string) {
 	}
 	if rep.CapHit() {
 		o.sayf("run: the cap fired: %d fork(s) refused at pids.max=%d (peak %d tasks)", rep.Refused, f.maxProcs, rep.Peak)
+		if len(rep.AtCap) > 0 {
+			o.sayf("run: when it first fired, the group held: %s", match.OneLine(strings.Join(rep.AtCap, ", ")))
+		}
 	}
 	status := "nothing outlived it"
 	if n := len(rep.Leftovers); n > 0 {
@@ -163,6 +166,7 @@ type runJSON struct {
 	Refused   int                    `json:"forks_refused"`
 	Peak      int                    `json:"peak"`
 	Leftovers []timeline.RunLeftover `json:"leftovers"`
+	AtCap     []string               `json:"at_cap,omitempty"` // what the group held when the cap first fired
 	Zero      bool                   `json:"zero"`
 	Timeline  string                 `json:"timeline,omitempty"`
 	TookMS    float64                `json:"took_ms"`
@@ -171,7 +175,7 @@ type runJSON struct {
 func writeRunReport(o out, f runFlags, rep contain.Report, code int, why, tl string) {
 	j := runJSON{Exit: code, Why: why, Status: rep.Status, Cap: rep.Cap, CapWhy: rep.CapWhy, Group: rep.Group, TimedOut: rep.TimedOut,
 		Refused: rep.Refused, Peak: rep.Peak, Zero: rep.Zero, Timeline: tl, TookMS: float64(rep.Took.Microseconds()) / 1000,
-		Leftovers: []timeline.RunLeftover{}}
+		Leftovers: []timeline.RunLeftover{}, AtCap: rep.AtCap}
 	for _, l := range rep.Leftovers {
 		j.Leftovers = append(j.Leftovers, l.Record())
 	}

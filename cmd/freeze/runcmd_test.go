@@ -183,6 +183,10 @@ func TestRunCapStopsAForkBomb(t *testing.T) {
 	if !strings.Contains(c.Stderr(), "the cap fired") {
 		t.Errorf("freeze run does not say the cap fired:\n%s", c.Stderr())
 	}
+	// And what hit it: the group as the cap fired, by executable (#36).
+	if !regexp.MustCompile(`when it first fired, the group held: \d+ x ` + regexp.QuoteMeta(bash)).MatchString(c.Stderr()) {
+		t.Errorf("freeze run does not name what the group held when the cap fired (%s):\n%s", bash, c.Stderr())
+	}
 	if left := running(t, bash); len(left) > 0 {
 		t.Fatalf("%d processes of the bomb alive after freeze run returned", len(left))
 	}

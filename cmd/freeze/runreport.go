@@ -48,7 +48,7 @@ func findings(f runFlags, rep contain.Report) [][2]string {
 	}
 	if rep.CapHit() {
 		out = append(out, [2]string{fmt.Sprintf("the cap of %d tasks refused %d fork(s)", f.maxProcs, rep.Refused),
-			fmt.Sprintf("pids.max=%d refused %d fork(s) (peak %d tasks): a fork bomb, or a suite that needs a larger --max-procs", f.maxProcs, rep.Refused, rep.Peak)})
+			fmt.Sprintf("pids.max=%d refused %d fork(s) (peak %d tasks): a fork bomb, or a suite that needs a larger --max-procs; when it first fired the group held %s", f.maxProcs, rep.Refused, rep.Peak, strings.Join(rep.AtCap, ", "))})
 	}
 	return out
 }

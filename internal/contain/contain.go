@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sort"
 	"strconv"
 	"syscall"
 	"time"
@@ -61,6 +62,10 @@ type Report struct {
 	Status   int    // the command's exit status (128+N for signal N), -1 if it never exited
 	Signaled string // a signal freeze received and passed on, if any
 	TimedOut bool
+	// AtCap is what the group held when the cap first refused a fork:
+	// its processes counted by executable, most first ("2043 x
+	// /tmp/x/bomb"), from one look at the group.
+	AtCap []string
 	// Lineage: the process events connector recorded who started whom
 	// (root only); each leftover then names who started it.
 	Lineage bool
@@ -74,6 +79,44 @@ type Report struct {
 	// TeardownTook is from the freeze to zero confirmed; RemoveTook the
 	// removal of the groups after it.
 	TeardownTook, RemoveTook time.Duration
+}
+
+// capLookEvery is how often freeze run looks at pids.events while the
+// command runs, to see the group as the cap first fires.
+const capLookEvery = 100 * time.Millisecond
+
+// capWatch takes one look at the group when the cap first refuses a fork.
+type capWatch struct {
+	held []string
+	done bool
+}
+
+func (w *capWatch) look(cp *capped) {
+	if w.done || cp.refused() == 0 {
+		return
+	}
+	w.done = true
+	pids, _ := cp.members()
+	by := map[string]int{}
+	for _, pid := range pids {
+		exe, _ := os.Readlink(pidDir(pid) + "/exe")
+		if exe == "" {
+			exe = "(exited, or a kernel thread)"
+		}
+		by[exe]++
+	}
+	for exe, n := range by {
+		w.held = append(w.held, fmt.Sprintf("%d x %s", n, exe))
+	}
+	sort.Slice(w.held, func(i, j int) bool {
+		var a, b int
+		fmt.Sscanf(w.held[i], "%d", &a)
+		fmt.Sscanf(w.held[j], "%d", &b)
+		return a > b || a == b && w.held[i] < w.held[j]
+	})
+	if len(w.held) > 5 {
+		w.held = append(w.held[:5], fmt.Sprintf("and %d more executables", len(w.held)-5))
+	}
 }
 
 // CapHit reports whether the cap refused a fork.
@@ -111,9 +154,13 @@ func Run(c Config) (Report, error) {
 		timeline.RunStart{HostInfo: timeline.Host(), Version: version.Get().String(), Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs})
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()
-	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r)
+	var atCap capWatch
+	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r, func() { atCap.look(cp) })
+	atCap.look(cp) // a command that exited at once: its tree is still there
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
 	settle(c, cp)
+	atCap.look(cp)
+	rep.AtCap = atCap.held
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut, lin)
 	// A root command can always leave the groups (a write of its pid to
 	// another cgroup.procs): the cap and the teardown then miss it. freeze
@@ -187,7 +234,9 @@ func start(c Config, cp *capped) (*exec.Cmd, error) {
 // wait waits for the command to exit, the timeout, or a signal to
 // freeze, which is passed on to the command's process group as a shell
 // would. It returns the command's status (-1 if it did not exit).
-func wait(c Config, pid int, r *reaper) (status int, signaled string, timedOut bool) {
+func wait(c Config, pid int, r *reaper, every func()) (status int, signaled string, timedOut bool) {
+	tick := time.NewTicker(capLookEvery)
+	defer tick.Stop()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -199,6 +248,8 @@ func wait(c Config, pid int, r *reaper) (status int, signaled string, timedOut b
 	}
 	for {
 		select {
+		case <-tick.C:
+			every()
 		case ws := <-r.exited:
 			return statusOf(ws), signaled, false
 		case <-timeout:

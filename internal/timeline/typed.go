@@ -193,14 +193,17 @@ type RunLeftover struct {
 
 // RunEnd is freeze run's verdict (StepRunEnd).
 type RunEnd struct {
-	Exit      int     `json:"exit"` // freeze run's exit code
-	Why       string  `json:"why"`
-	Leftovers int     `json:"leftovers"`
-	Refused   int     `json:"forks_refused"` // by the cap (pids.events)
-	Peak      int     `json:"peak"`          // pids.peak, -1 unknown
-	Max       int     `json:"max_procs"`
-	Zero      bool    `json:"zero"`
-	TookMS    float64 `json:"took_ms"`
+	Exit      int    `json:"exit"` // freeze run's exit code
+	Why       string `json:"why"`
+	Leftovers int    `json:"leftovers"`
+	Refused   int    `json:"forks_refused"` // by the cap (pids.events)
+	Peak      int    `json:"peak"`          // pids.peak, -1 unknown
+	Max       int    `json:"max_procs"`
+	// AtCap: what the group held when the cap first fired, by
+	// executable ("2043 x /tmp/x/bomb").
+	AtCap  []string `json:"at_cap,omitempty"`
+	Zero   bool     `json:"zero"`
+	TookMS float64  `json:"took_ms"`
 	// TeardownMS is from the freeze to zero confirmed; RemoveMS the
 	// groups' removal after it.
 	TeardownMS float64 `json:"teardown_ms"`
