@@ -760,3 +760,54 @@ print(s.tests, s.failures, len(fails), fails[0].name if fails else "")
 		t.Errorf("--leaks warn: exit %d, want 0 with the leftover reported:\n%s", code, c.Stderr())
 	}
 }
+
+// A make -j4 recipe that leaves a background job: the leftover names the
+// recipe's shell and make above it, from the lineage, though the
+// recipe's shell has exited.
+func TestRunNamesTheMakeRecipeThatLeftAProcess(t *testing.T) {
+	nestsInHarness(t)
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make on PATH")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	makefile := "all: a b c d\na b c:\n\t@true\nd:\n\t@" + sleep + " 60 > /dev/null 2>&1 &\n"
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(makefile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + dir + " && exec " + bin + " run -- " + mk + " -j4"}, 60*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
+	}
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by .*` + regexp.QuoteMeta(mk) + ` -j4`).MatchString(c.Stderr()) {
+		t.Errorf("the leftover does not name the make that started it:\n%s", c.Stderr())
+	}
+}
+
+// node's own test runner (node --test), whose test spawns a detached
+// child: the leftover names the test file's worker that started it.
+func TestRunNamesTheNodeTestThatLeftAProcess(t *testing.T) {
+	nestsInHarness(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node on PATH")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	js := filepath.Join(dir, "leaky.test.js")
+	src := "const { test } = require('node:test');\nconst { spawn } = require('node:child_process');\n" +
+		"test('leaves a helper', () => { const c = spawn(" + strconv.Quote(sleep) + ", ['60'], { detached: true, stdio: 'ignore' }); c.unref(); });\n"
+	if err := os.WriteFile(js, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, code := runUnder(t, []string{bin, "run", "--", node, "--test", js}, 90*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
+	}
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ [^;]*` + regexp.QuoteMeta(js)).MatchString(c.Stderr()) {
+		t.Errorf("the leftover does not name the test file that started it:\n%s", c.Stderr())
+	}
+}

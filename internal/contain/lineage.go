@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,8 +22,9 @@ import (
 // executable and argv as of its last exec, and its working directory
 // (where 'go test' runs a package's test binary).
 type lineage struct {
-	mu    sync.Mutex
-	fd    int
+	mu      sync.Mutex
+	fd      int
+	stopped atomic.Bool
 	procs map[int]*ancestor
 	done  chan struct{}
 }
@@ -62,6 +64,10 @@ func startLineage(root int) *lineage {
 	// A large receive buffer: a fork bomb's events come faster than
 	// anything reads them; a lost event loses one link, nothing else.
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	// A bounded wait, so that stop is seen on a quiet machine: closing
+	// a netlink socket does not wake its reader (a run's end waited 93 s
+	// here for the machine's next fork).
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
 	msg := make([]byte, unix.NLMSG_HDRLEN+cnMsgSize+4)
 	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
 	binary.NativeEndian.PutUint16(msg[4:], unix.NLMSG_DONE)
@@ -86,8 +92,11 @@ func (l *lineage) read() {
 	defer close(l.done)
 	buf := make([]byte, 64<<10)
 	for {
+		if l.stopped.Load() {
+			return
+		}
 		n, _, err := unix.Recvfrom(l.fd, buf, 0)
-		if err == unix.EINTR || err == unix.ENOBUFS {
+		if err == unix.EINTR || err == unix.ENOBUFS || err == unix.EAGAIN {
 			continue
 		}
 		if err != nil || n == 0 {
@@ -156,9 +165,9 @@ func (l *lineage) stop() {
 	if l == nil {
 		return
 	}
-	unix.Shutdown(l.fd, unix.SHUT_RDWR)
-	unix.Close(l.fd)
+	l.stopped.Store(true)
 	<-l.done
+	unix.Close(l.fd)
 }
 
 // chain is pid's ancestry within the run, from its parent up to the
