@@ -24,9 +24,10 @@ import (
 type lineage struct {
 	mu      sync.Mutex
 	fd      int
+	wake    [2]int // a pipe: stop writes it to wake the reader
 	stopped atomic.Bool
-	procs map[int]*ancestor
-	done  chan struct{}
+	procs   map[int]*ancestor
+	done    chan struct{}
 }
 
 // ancestor is one process of the run as the lineage saw it.
@@ -64,10 +65,14 @@ func startLineage(root int) *lineage {
 	// A large receive buffer: a fork bomb's events come faster than
 	// anything reads them; a lost event loses one link, nothing else.
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
-	// A bounded wait, so that stop is seen on a quiet machine: closing
-	// a netlink socket does not wake its reader (a run's end waited 93 s
-	// here for the machine's next fork).
-	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
+	// stop wakes the reader through a pipe: closing a netlink socket
+	// does not wake its reader (a run's end waited 93 s here for the
+	// machine's next fork).
+	var wake [2]int
+	if err := unix.Pipe2(wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		unix.Close(fd)
+		return nil
+	}
 	msg := make([]byte, unix.NLMSG_HDRLEN+cnMsgSize+4)
 	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
 	binary.NativeEndian.PutUint16(msg[4:], unix.NLMSG_DONE)
@@ -81,7 +86,7 @@ func startLineage(root int) *lineage {
 		unix.Close(fd)
 		return nil
 	}
-	l := &lineage{fd: fd, procs: map[int]*ancestor{}, done: make(chan struct{})}
+	l := &lineage{fd: fd, wake: wake, procs: map[int]*ancestor{}, done: make(chan struct{})}
 	l.procs[root] = describe(root, os.Getpid())
 	go l.read()
 	return l
@@ -92,10 +97,17 @@ func (l *lineage) read() {
 	defer close(l.done)
 	buf := make([]byte, 64<<10)
 	for {
-		if l.stopped.Load() {
+		fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}, {Fd: int32(l.wake[0]), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
 			return
 		}
-		n, _, err := unix.Recvfrom(l.fd, buf, 0)
+		if l.stopped.Load() || fds[1].Revents != 0 {
+			return
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		n, _, err := unix.Recvfrom(l.fd, buf, unix.MSG_DONTWAIT)
 		if err == unix.EINTR || err == unix.ENOBUFS || err == unix.EAGAIN {
 			continue
 		}
@@ -166,8 +178,11 @@ func (l *lineage) stop() {
 		return
 	}
 	l.stopped.Store(true)
+	unix.Write(l.wake[1], []byte{0})
 	<-l.done
 	unix.Close(l.fd)
+	unix.Close(l.wake[0])
+	unix.Close(l.wake[1])
 }
 
 // chain is pid's ancestry within the run, from its parent up to the
