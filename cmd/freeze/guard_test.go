@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -140,6 +141,12 @@ func TestGuard(t *testing.T) {
 			t.Errorf("no timeline in %v", e)
 		} else {
 			os.Remove(tl)
+		}
+		// The FIFO's answer, which a shell reads with a builtin (#34):
+		// its request, done, with freeze's exit code and outcome.
+		ack, _ := os.ReadFile(filepath.Join(dir, guard.AckName))
+		if !regexp.MustCompile(`^\d+ done exit 0 zero --path '?` + regexp.QuoteMeta(c.Path) + `'?\n$`).Match(ack) {
+			t.Errorf("the FIFO's answer (%s) is %q, want the request done with exit 0", guard.AckName, ack)
 		}
 	})
 

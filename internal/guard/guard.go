@@ -37,6 +37,12 @@ const DefaultRunDir = "/run/freeze"
 // Names inside the run directory.
 const (
 	AskName    = "ask"        // the FIFO: one request per line
+	// AckName is the FIFO's answer, one line a shell's builtins read
+	// (read -r l < ack): the last request's state, "TIME received LINE",
+	// then "TIME running LINE", then "TIME done exit N OUTCOME LINE". A
+	// FIFO's writer learns nothing else: a request lost between the
+	// writer and the queue went unnoticed (#34).
+	AckName = "ack"
 	SocketName = "guard.sock" // the socket 'freeze --path' hands over to
 	LogName    = "guard.log"  // one JSON line per start, request and census
 	// HeartbeatName holds the time (Unix seconds) the guard last said it
@@ -315,7 +321,19 @@ func (g *Guard) readFIFO() {
 		if len(r.words) == 0 {
 			continue
 		}
+		g.ack("received", r.line)
 		g.enqueue(r)
+	}
+}
+
+// ack writes the FIFO's answer file whole (a rename: a reader sees the
+// old line or the new one, never a part).
+func (g *Guard) ack(state, line string) {
+	path := filepath.Join(g.c.RunDir, AckName)
+	tmp := path + ".new"
+	msg := fmt.Sprintf("%d %s %s\n", time.Now().Unix(), state, strings.ReplaceAll(line, "\n", " "))
+	if os.WriteFile(tmp, []byte(msg), 0o600) == nil {
+		os.Rename(tmp, path)
 	}
 }
 
@@ -428,8 +446,14 @@ func (g *Guard) handle(r request) {
 		stdout, stderr = ow, ew
 	}
 	g.c.Say(fmt.Sprintf("request from %s (uid %d): %s", r.source, r.uid, r.line))
+	if r.source == "fifo" {
+		g.ack("running", r.line)
+	}
 	t0 := time.Now()
 	res := g.c.Run(Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
+	if r.source == "fifo" {
+		g.ack(fmt.Sprintf("done exit %d %s", res.Code, res.Outcome), r.line)
+	}
 	if r.conn != nil {
 		ow.Flush()
 		ew.Flush()
@@ -451,6 +475,9 @@ func (g *Guard) refuse(r request, code int) {
 		close(r.done)
 	}
 	g.c.Say(fmt.Sprintf("refused a request from %s (uid %d): %v", r.source, r.uid, r.err))
+	if r.source == "fifo" {
+		g.ack(fmt.Sprintf("refused exit %d", code), r.line)
+	}
 	g.record(map[string]any{"event": "refused", "source": r.source, "uid": r.uid, "pid": r.pid, "line": r.line, "error": r.err.Error(), "exit": code})
 }
 
