@@ -32,6 +32,34 @@ type Config struct {
 	// Stop, if set, is asked after each round: true ends the rounds with
 	// ErrStopped, leaving what remains in the group.
 	Stop func() bool
+	// Progress, if set, is told every ProgressEvery inside a round that
+	// lasts that long: how many it has signalled and how many of what it
+	// waits for are gone. A run whose record stopped at "fixed" could
+	// not say where its kill stood (#34).
+	Progress func(Progress)
+}
+
+// ProgressEvery is how often a long round reports.
+const ProgressEvery = time.Second
+
+// Progress is where a round stands.
+type Progress struct {
+	N        int
+	Live     int // live matches at the round's scan
+	Signaled int // SIGKILLs sent by pidfd so far
+	Waiting  int // processes the round waits for one by one
+	Gone     int // of which known dead so far
+	Group    bool
+	Took     time.Duration
+}
+
+// progress reports p if ProgressEvery has passed since *last.
+func (c Config) progress(last *time.Time, p Progress) {
+	if c.Progress == nil || time.Since(*last) < ProgressEvery {
+		return
+	}
+	*last = time.Now()
+	c.Progress(p)
 }
 
 // Round is what one round saw and did.
@@ -94,12 +122,13 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 			continue
 		}
 		empty = 0
-		r, wait, err := kill(c, res, populated, groupKilled)
+		last := time.Now()
+		r, wait, err := kill(c, res, populated, groupKilled, n, t0, &last)
 		if err != nil {
 			return out, err
 		}
 		r.N = n
-		waitDeaths(c, wait, minTime(time.Now().Add(c.Wait), c.Deadline))
+		waitDeaths(c, wait, minTime(time.Now().Add(c.Wait), c.Deadline), r, t0, &last)
 		r.Took = time.Since(t0)
 		onRound(r)
 		if c.Stop != nil && c.Stop() {
@@ -115,7 +144,7 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 // kill is one round's killing: the group's own kill, then a pidfd
 // SIGKILL for each live match the group kill does not reach. It returns
 // the round so far and what the round waits to see dead.
-func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bool) (Round, []proc.ID, error) {
+func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bool, n int, t0 time.Time, last *time.Time) (Round, []proc.ID, error) {
 	inside, err := c.Group.Snapshot()
 	if err != nil {
 		return Round{}, nil, err
@@ -134,7 +163,10 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 	// reports its population are waited for through it; the rest one by
 	// one (the gate's set is in no group).
 	var wait []proc.ID
-	for _, p := range res.Procs {
+	for i, p := range res.Procs {
+		if i%256 == 0 {
+			c.progress(last, Progress{N: n, Live: r.Live, Signaled: r.Signaled, Waiting: len(wait), Took: time.Since(t0)})
+		}
 		in := inside(p)
 		if in {
 			r.Inside++
@@ -182,10 +214,11 @@ func survivors(c Config, last match.Result) (Outcome, error) {
 
 // waitDeaths waits until the group is empty and every process in wait is
 // gone or a zombie, or until deadline.
-func waitDeaths(c Config, direct []proc.ID, deadline time.Time) {
+func waitDeaths(c Config, direct []proc.ID, deadline time.Time, r Round, t0 time.Time, last *time.Time) {
 	next := 0 // direct[:next] are known dead
 	for {
 		populated, err := c.Group.Populated()
+		c.progress(last, Progress{N: r.N, Live: r.Live, Signaled: r.Signaled, Waiting: len(direct), Gone: next, Group: err == nil && populated, Took: time.Since(t0)})
 		if err == nil && !populated {
 			for next < len(direct) && dead(c.FS, direct[next]) {
 				next++

@@ -99,3 +99,33 @@ func TestRoundsStopBetweenRounds(t *testing.T) {
 		t.Fatalf("group holds %v, want the survivor %d still in it", m, pids[0])
 	}
 }
+
+// slowGroup is a fixture group whose members take their time to go: it
+// reports itself populated until until, as a group of thousands of
+// stopped processes does while their exits run.
+type slowGroup struct {
+	*proctest.Group
+	until time.Time
+}
+
+func (g slowGroup) Populated() (bool, error) { return time.Now().Before(g.until), nil }
+
+// A round that lasts says where it stands every second (#34: a run's
+// record stopped at "fixed", and could not say whether the kill round
+// was signalling, waiting, or stuck).
+func TestALongRoundReportsItsProgress(t *testing.T) {
+	tr, g, pids := held(t, 5)
+	moveAll(g, pids)
+	c := config(t, tr, g, 3)
+	c.Group = slowGroup{Group: g, until: time.Now().Add(2500 * time.Millisecond)}
+	c.Wait = 4 * time.Second
+	var got []rounds.Progress
+	c.Progress = func(p rounds.Progress) { got = append(got, p) }
+	rounds.Run(c, func(rounds.Round) {})
+	if len(got) < 2 {
+		t.Fatalf("a round of 2.5 s reported %d times, want at least 2 (every second)", len(got))
+	}
+	if p := got[0]; p.N != 1 || p.Live != len(pids) || !p.Group {
+		t.Errorf("first report %+v: want round 1, %d alive, the group still populated", p, len(pids))
+	}
+}

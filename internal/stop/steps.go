@@ -318,7 +318,15 @@ func (r *run) kill() error {
 	g := r.out.Group
 	_, inside := g.Terms()
 	r.scanner.Prime(r.res) // round 1 kills the fixed set as the last scan found it
-	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted}, func(n rounds.Round) {
+	progress := func(p rounds.Progress) {
+		held := ""
+		if p.Group {
+			held = "; the group still holds members"
+		}
+		r.rec.Record(timeline.StageKill, timeline.StepKillProgress, fmt.Sprintf("round %d, %v in: %d alive at its scan, %d signalled by pidfd so far, %d of %d waited for gone%s", p.N, timeline.Dur(p.Took), p.Live, p.Signaled, p.Gone, p.Waiting, held),
+			timeline.F{"round": p.N, "live": p.Live, "signaled": p.Signaled, "waiting": p.Waiting, "gone": p.Gone, "group_populated": p.Group, "took_ms": ms(p.Took)})
+	}
+	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted, Progress: progress}, func(n rounds.Round) {
 		if n.N == 2 && r.gateOn != nil {
 			// Survivors of the first round: the refusal now guards the
 			// rest (a 32-bit process, which the stop at sys_enter misses).

@@ -34,6 +34,7 @@ const (
 	StepFixed           Step = "fixed"
 	StepNotFixed        Step = "not-fixed"
 	StepKillRound       Step = "kill-round"
+	StepKillProgress    Step = "kill-progress" // a round that lasts: where it stands, every second
 	StepGroupRemoved    Step = "group-removed"
 	StepGroupLeft       Step = "group-left"
 	StepMemory          Step = "memory"
