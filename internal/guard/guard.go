@@ -36,13 +36,13 @@ const DefaultRunDir = "/run/freeze"
 
 // Names inside the run directory.
 const (
-	AskName    = "ask"        // the FIFO: one request per line
+	AskName = "ask" // the FIFO: one request per line
 	// AckName is the FIFO's answer, one line a shell's builtins read
 	// (read -r l < ack): the last request's state, "TIME received LINE",
 	// then "TIME running LINE", then "TIME done exit N OUTCOME LINE". A
 	// FIFO's writer learns nothing else: a request lost between the
 	// writer and the queue went unnoticed (#34).
-	AckName = "ack"
+	AckName    = "ack"
 	SocketName = "guard.sock" // the socket 'freeze --path' hands over to
 	LogName    = "guard.log"  // one JSON line per start, request and census
 	// HeartbeatName holds the time (Unix seconds) the guard last said it
