@@ -40,6 +40,12 @@ type Podman struct {
 	args []string // the global flags that keep it in dir
 	cap  *pidsCap
 	n    int
+	// made are the groups above the cap that podman will make in the
+	// other hierarchies (it makes a container's parent in every v1
+	// controller): under an outer freeze run, its group exists only in
+	// pids and the unified hierarchy, and podman made it in blkio,
+	// memory and the rest, where it was left after the suite.
+	made []string
 }
 
 // A ContainerSpec is one container of a test. PidsLimit and Timeout are
@@ -109,6 +115,13 @@ func NewPodman(t testing.TB, capMax int) *Podman {
 		"--tmpdir", filepath.Join(dir, "tmp"), "--volumepath", filepath.Join(dir, "volumes"),
 		"--network-config-dir", filepath.Join(dir, "net"),
 		"--storage-driver", "overlay", "--cgroup-manager", "cgroupfs", "--events-backend", "none", "--runtime", "runc"}
+	for _, h := range hierarchies() {
+		for d := filepath.Dir(c.relative); d != "/" && d != "."; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(h, d)); err != nil {
+				p.made = append(p.made, filepath.Join(h, d))
+			}
+		}
+	}
 	// conmon double-forks and is re-parented to this test process (a
 	// subreaper): the reaper takes it, and the container's processes
 	// that outlive it.
@@ -393,6 +406,10 @@ func (p *Podman) cleanup() {
 	unmountUnder(p.dir)
 	for _, h := range hierarchies() {
 		removeTree(filepath.Join(h, p.cap.relative))
+	}
+	// Deepest first (made lists each hierarchy's from the deepest up).
+	for _, d := range p.made {
+		os.Remove(d)
 	}
 	if _, err := os.Stat(capDir); err == nil {
 		p.t.Errorf("containtest: the containers' cap %s is left behind", capDir)
