@@ -811,3 +811,60 @@ func TestRunNamesTheNodeTestThatLeftAProcess(t *testing.T) {
 		t.Errorf("the leftover does not name the test file that started it:\n%s", c.Stderr())
 	}
 }
+
+// A pytest-xdist suite whose test daemonizes a helper (a double fork and
+// setsid): the leftover names the test that started it (pytest's
+// PYTEST_CURRENT_TEST, which the helper inherits), its xdist worker, and
+// the workers' argv up to pytest, though both of its parents exited.
+func TestRunNamesThePytestTestThatLeftADaemon(t *testing.T) {
+	nestsInHarness(t)
+	py := "/usr/bin/python3"
+	if out, err := exec.Command(py, "-c", "import pytest, xdist").CombinedOutput(); err != nil {
+		t.Skipf("no Debian python3-pytest and python3-pytest-xdist (.ci/run installs them): %s", out)
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	helper := copyTool(t, dir, "sleep")
+	suite := filepath.Join(dir, "suite")
+	os.Mkdir(suite, 0o755)
+	src := "import os, time\n\ndef daemonize(argv):\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n            os.execv(argv[0], argv)\n        os._exit(0)\n    time.sleep(0.2)\n\n" +
+		"def test_starts_a_daemon():\n    daemonize([" + strconv.Quote(helper) + ", \"60\"])\n\ndef test_other():\n    assert True\n"
+	if err := os.WriteFile(filepath.Join(suite, "test_daemon.py"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, code := runUnder(t, []string{bin, "run", "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", suite}, 90*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
+	}
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(helper) + ` 60 .*started by the pytest test test_daemon.py::test_starts_a_daemon \(call\) \(xdist worker gw\d\), through .*-m pytest`).MatchString(c.Stderr()) {
+		t.Errorf("the leftover does not name the pytest test, worker and pytest that started it:\n%s", c.Stderr())
+	}
+	if !strings.Contains(c.Stderr(), "left its session (setsid)") {
+		t.Errorf("the leftover's escape is not named:\n%s", c.Stderr())
+	}
+}
+
+// socat UNIX-LISTEN/TCP-LISTEN bridges left by a script that exits (the
+// leak this project's users keep meeting): each is named with its argv
+// and the address it listens on.
+func TestRunNamesASocatBridgeAndItsPort(t *testing.T) {
+	nestsInHarness(t)
+	if _, err := exec.LookPath("socat"); err != nil {
+		t.Skip("no socat (Debian's socat; .ci/run installs it)")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	socat := copyTool(t, dir, "socat")
+	sock := filepath.Join(dir, "bridge.sock")
+	script := socat + " UNIX-LISTEN:" + sock + ",fork EXEC:/bin/cat & " + socat + " TCP-LISTEN:0,bind=127.0.0.1,fork EXEC:/bin/cat & sleep 0.3"
+	c, code := runUnder(t, []string{bin, "run", "--", "/bin/sh", "-c", script}, 60*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
+	}
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(socat) + ` UNIX-LISTEN:` + regexp.QuoteMeta(sock) + `,fork EXEC:/bin/cat .*listening on unix ` + regexp.QuoteMeta(sock)).MatchString(c.Stderr()) {
+		t.Errorf("the unix bridge is not named with its argv and its socket's path:\n%s", c.Stderr())
+	}
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(socat) + ` TCP-LISTEN:0.*listening on tcp 127\.0\.0\.1:\d+`).MatchString(c.Stderr()) {
+		t.Errorf("the tcp bridge is not named with its argv and its port:\n%s", c.Stderr())
+	}
+}

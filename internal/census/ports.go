@@ -155,11 +155,43 @@ func Listening(pid int) map[uint64]Port {
 	for _, p := range readNet("/proc/" + strconv.Itoa(pid) + "/net") {
 		m[p.inode] = p
 	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/net/unix"); err == nil {
+		for _, p := range ParseUnix(b) {
+			m[p.inode] = p
+		}
+	}
 	return m
 }
 
-// String is the port as an operator types it: "tcp 127.0.0.1:8080".
+// ParseUnix parses /proc/net/unix and keeps the listening sockets that
+// have a path (a socat UNIX-LISTEN bridge, a test's server): "Num
+// RefCount Protocol Flags Type St Inode Path", listening where Flags has
+// __SO_ACCEPTCON (0x10000).
+func ParseUnix(b []byte) []Port {
+	var out []Port
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	sc.Scan() // header
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 8 {
+			continue
+		}
+		flags, err1 := strconv.ParseUint(f[3], 16, 32)
+		ino, err2 := strconv.ParseUint(f[6], 10, 64)
+		if err1 != nil || err2 != nil || flags&0x10000 == 0 {
+			continue
+		}
+		out = append(out, Port{Proto: "unix", Addr: strings.Join(f[7:], " "), inode: ino})
+	}
+	return out
+}
+
+// String is the port as an operator types it: "tcp 127.0.0.1:8080",
+// "unix /run/x.sock".
 func (p Port) String() string {
+	if p.Proto == "unix" {
+		return "unix " + p.Addr
+	}
 	return p.Proto + " " + net.JoinHostPort(p.Addr, strconv.Itoa(p.Port))
 }
 

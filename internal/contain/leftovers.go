@@ -55,6 +55,30 @@ func (l *Leftover) name(lin *lineage) {
 		}
 	}
 	l.StartedBy = startedBy(chain)
+	// A test runner that says which test is running in its environment,
+	// which a helper it started inherits: pytest sets
+	// PYTEST_CURRENT_TEST (and xdist PYTEST_XDIST_WORKER).
+	if env, err := os.ReadFile(filepath.Join(pidDir(l.PID), "environ")); err == nil {
+		var test, worker string
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "PYTEST_CURRENT_TEST="); ok {
+				test = v
+			}
+			if v, ok := strings.CutPrefix(kv, "PYTEST_XDIST_WORKER="); ok {
+				worker = v
+			}
+		}
+		if test != "" {
+			what := "the pytest test " + test
+			if worker != "" {
+				what += " (xdist worker " + worker + ")"
+			}
+			if l.StartedBy != "" {
+				what += ", through " + l.StartedBy
+			}
+			l.StartedBy = what
+		}
+	}
 }
 
 func (l Leftover) String() string {

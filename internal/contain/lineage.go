@@ -242,8 +242,8 @@ func argvLine(args []string, exe string) string {
 		return exe
 	}
 	s := strings.Join(args, " ")
-	if len(s) > 120 {
-		s = s[:119] + "…"
+	if len(s) > 400 {
+		s = s[:399] + "…"
 	}
 	return s
 }
