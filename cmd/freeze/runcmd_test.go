@@ -700,6 +700,12 @@ func TestLeavesAHelper(t *testing.T) {
 	if json.Unmarshal(b, &r) != nil || len(r.Leftovers) != 1 || !strings.Contains(r.Leftovers[0].StartedBy, "of package "+mod) || len(r.Leftovers[0].Args) != 2 {
 		t.Errorf("the report's leftover: %s", b)
 	}
+	// And under go test -exec (each test binary its own run): go test
+	// fails the package and shows freeze run's words, which name it.
+	c, code = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + goBin + " test -count=1 -exec '" + bin + " run --' . 2>&1"}, 100*time.Second)
+	if code == 0 || !strings.Contains(c.Stdout(), want) {
+		t.Errorf("go test -exec 'freeze run --': exit %d, want a failure naming the package (%q):\n%s%s", code, want, c.Stdout(), c.Stderr())
+	}
 }
 
 // The reports CI systems read (#36): --junit writes JUnit XML that a
