@@ -700,6 +700,14 @@ func TestLeavesAHelper(t *testing.T) {
 	if json.Unmarshal(b, &r) != nil || len(r.Leftovers) != 1 || !strings.Contains(r.Leftovers[0].StartedBy, "of package "+mod) || len(r.Leftovers[0].Args) != 2 {
 		t.Errorf("the report's leftover: %s", b)
 	}
+	// Go's test cache is kept under freeze run (no -exec): the second of
+	// two plain runs prints (cached).
+	for i := 0; i < 2; i++ {
+		c, _ = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run -- " + goBin + " test ."}, 100*time.Second)
+	}
+	if !strings.Contains(c.Stdout(), "(cached)") {
+		t.Errorf("go test's cache was not kept under freeze run:\n%s", c.Stdout())
+	}
 	// And under go test -exec (each test binary its own run): go test
 	// fails the package and shows freeze run's words, which name it.
 	c, code = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + goBin + " test -count=1 -exec '" + bin + " run --' . 2>&1"}, 100*time.Second)

@@ -168,7 +168,11 @@ func describe(pid, parent int) *ancestor {
 	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
 		a.Args = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	}
-	a.Dir, _ = os.Readlink(dir + "/cwd")
+	// The working directory only where it names something: a Go test
+	// binary's package. Each read is paid at every exec of the run.
+	if goTestRE.MatchString(a.Exe) {
+		a.Dir, _ = os.Readlink(dir + "/cwd")
+	}
 	return a
 }
 
