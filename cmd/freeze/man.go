@@ -69,6 +69,9 @@ kill: the gate kills the chain at its next fork or exec instead of stopping it
 .B FREEZE_SCAN
 proc: scan /proc even where the gate's task iterator loads
 .TP
+.B FREEZE_RUN_LINEAGE
+off: freeze run does not record who started whom (its cost: up to a fifth on a command that forks and execs without pause)
+.TP
 .B FREEZE_PRIORITY
 off: freeze does not lift its own scheduling priority
 .TP
