@@ -95,6 +95,9 @@ func self() string {
 	if strings.Contains(exe, "/go-build") && strings.HasSuffix(exe, "/exe/freeze") {
 		return "go run ./cmd/freeze"
 	}
+	if exe == "/usr/lib/freeze/freeze" {
+		return "freeze" // the package's, run through its first stage, /usr/bin/freeze
+	}
 	if onPath, err := exec.LookPath("freeze"); err == nil {
 		a, aerr := os.Stat(onPath)
 		b, berr := os.Stat(exe)

@@ -107,3 +107,58 @@ func TestFileSubcommandsAreNotLifted(t *testing.T) {
 		}
 	}
 }
+
+// The package's first stage (deploy/package/stage.c) runs the same
+// constructor, then execs freeze: freeze starts lifted, reports the
+// stage's figures (the CPU before the lift, counted from the process's
+// start), and the variable that carried them is gone from its
+// environment. A subcommand that is not lifted is not lifted through
+// the stage either (#34).
+func TestTheFirstStageLiftsAndHandsOver(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the lift happens only as root")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no cc to build the first stage")
+	}
+	dir := t.TempDir()
+	real, stage := filepath.Join(dir, "forkcheck"), filepath.Join(dir, "stage")
+	if out, err := exec.Command("go", "build", "-o", real, "./testdata/forkcheck").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(cc, "-O2", "-static", `-DFREEZE_REAL="`+real+`"`, "-o", stage, "../../../deploy/package/stage.c").CombinedOutput(); err != nil {
+		// Without glibc's static libraries: dynamic, as the test only
+		// checks the hand-over.
+		if out2, err2 := exec.Command(cc, "-O2", `-DFREEZE_REAL="`+real+`"`, "-o", stage, "../../../deploy/package/stage.c").CombinedOutput(); err2 != nil {
+			t.Fatalf("cc stage.c: %v\n%s\n%s", err2, out, out2)
+		}
+	}
+	for arg, want := range map[string]int{"--path": schedRR, "timeline": schedOther} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, stage, arg)
+		cmd.Env = append(os.Environ(), "FREEZE_PRIORITY=")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		out, err := cmd.CombinedOutput()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cancel()
+		if err != nil {
+			t.Fatalf("stage %s: %v\n%s", arg, err, out)
+		}
+		s := string(out)
+		if want == schedRR && !strings.Contains(s, "lifted true cpu_us ") || want == schedOther && !strings.Contains(s, "lifted false") {
+			t.Errorf("stage %s: %s", arg, s)
+		}
+		if !strings.Contains(s, `env ""`) {
+			t.Errorf("stage %s: FREEZE_EARLY_LIFT was passed on: %s", arg, s)
+		}
+		for _, line := range strings.Split(s, "\n") {
+			if f := strings.Fields(line); len(f) == 6 && f[0] == "thread" {
+				if pol, _ := strconv.Atoi(f[5]); pol&0xff != want {
+					t.Errorf("stage %s: thread %s at policy %#x, want %d", arg, f[1], pol, want)
+				}
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@
 
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -23,6 +24,22 @@ long long freeze_early_at_ns; // wall clock at the lift (Unix ns), for the recor
 __attribute__((constructor)) static void freeze_early_lift(int argc, char **argv, char **envp) {
 	(void)envp;
 	if (geteuid() != 0) return;
+	// Lifted already by the package's first stage (deploy/package/stage.c),
+	// which ran this same constructor: take its figures, which count the
+	// CPU before the lift from the process's start. Never passed on.
+	const char *pre = getenv("FREEZE_EARLY_LIFT");
+	if (pre) {
+		long cpu = 0;
+		long long at = 0;
+		int ok = sscanf(pre, "%ld %lld", &cpu, &at) == 2 && sched_getscheduler(0) == SCHED_RR;
+		unsetenv("FREEZE_EARLY_LIFT");
+		if (ok) {
+			freeze_early_lifted = 1;
+			freeze_early_cpu_us = cpu;
+			freeze_early_at_ns = at;
+			return;
+		}
+	}
 	const char *off = getenv("FREEZE_PRIORITY");
 	if (off && strcmp(off, "off") == 0) return;
 	// Subcommands that only read or write files run at ordinary

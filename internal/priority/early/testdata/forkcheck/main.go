@@ -14,12 +14,14 @@ import (
 	"strings"
 	"syscall"
 
-	_ "freeze/internal/priority/early"
+	"freeze/internal/priority/early"
 
 	"freeze/internal/priority"
 )
 
 func main() {
+	lifted, cpu := early.Lifted()
+	fmt.Printf("lifted %v cpu_us %d env %q\n", lifted, cpu, os.Getenv("FREEZE_EARLY_LIFT"))
 	// Give the runtime reason to start more threads first: goroutines
 	// blocked in system calls each take one.
 	done := make(chan struct{})
