@@ -687,7 +687,7 @@ func TestLeavesAHelper(t *testing.T) {
 }
 `), 0o644)
 	report := filepath.Join(dir, "report.json")
-	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run --report " + report + " -- " + goBin + " test -count=1 ."}, 100*time.Second)
+	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run --report " + report + " -t " + filepath.Join(dir, "run.jsonl") + " -- " + goBin + " test -count=1 ."}, 100*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
 	}
@@ -703,14 +703,14 @@ func TestLeavesAHelper(t *testing.T) {
 	// Go's test cache is kept under freeze run (no -exec): the second of
 	// two plain runs prints (cached).
 	for i := 0; i < 2; i++ {
-		c, _ = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run -- " + goBin + " test ."}, 100*time.Second)
+		c, _ = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run -t " + filepath.Join(dir, "cache"+strconv.Itoa(i)+".jsonl") + " -- " + goBin + " test ."}, 100*time.Second)
 	}
 	if !strings.Contains(c.Stdout(), "(cached)") {
 		t.Errorf("go test's cache was not kept under freeze run:\n%s", c.Stdout())
 	}
 	// And under go test -exec (each test binary its own run): go test
 	// fails the package and shows freeze run's words, which name it.
-	c, code = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + goBin + " test -count=1 -exec '" + bin + " run --' . 2>&1"}, 100*time.Second)
+	c, code = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + goBin + " test -count=1 -exec '" + bin + " run -t " + filepath.Join(dir, "exec.jsonl") + " --' . 2>&1"}, 100*time.Second)
 	if code == 0 || !strings.Contains(c.Stdout(), want) {
 		t.Errorf("go test -exec 'freeze run --': exit %d, want a failure naming the package (%q):\n%s%s", code, want, c.Stdout(), c.Stderr())
 	}
@@ -728,7 +728,7 @@ func TestRunReportsForCI(t *testing.T) {
 	dir := t.TempDir()
 	sleep := copyTool(t, dir, "sleep")
 	junit, summary := filepath.Join(dir, "run.xml"), filepath.Join(dir, "summary.md")
-	cmd := []string{"/bin/sh", "-c", "GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=" + summary + " exec " + bin + " run --junit " + junit + " --json -- /bin/sh -c 'setsid " + sleep + " 60 & echo the-command-output'"}
+	cmd := []string{"/bin/sh", "-c", "GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=" + summary + " exec " + bin + " run -t " + filepath.Join(dir, "ci.jsonl") + " --junit " + junit + " --json -- /bin/sh -c 'setsid " + sleep + " 60 & echo the-command-output'"}
 	c, code := runUnder(t, cmd, 60*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
@@ -769,7 +769,7 @@ print(s.tests, s.failures, len(fails), fails[0].name if fails else "")
 		t.Errorf("junitparser read: %s (want 1 test, 1 failure, the leftover)", out)
 	}
 	// --leaks warn: reported, and the command's own status kept.
-	c, code = runUnder(t, []string{bin, "run", "--leaks", "warn", "--", "/bin/sh", "-c", "setsid " + sleep + " 60 & exit 0"}, 60*time.Second)
+	c, code = runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "warn.jsonl"), "--leaks", "warn", "--", "/bin/sh", "-c", "setsid " + sleep + " 60 & exit 0"}, 60*time.Second)
 	if code != 0 || !strings.Contains(c.Stderr(), "left behind") {
 		t.Errorf("--leaks warn: exit %d, want 0 with the leftover reported:\n%s", code, c.Stderr())
 	}
@@ -791,7 +791,7 @@ func TestRunNamesTheMakeRecipeThatLeftAProcess(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(makefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + dir + " && exec " + bin + " run -- " + mk + " -j4"}, 60*time.Second)
+	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + dir + " && exec " + bin + " run -t " + filepath.Join(dir, "make.jsonl") + " -- " + mk + " -j4"}, 60*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
 	}
@@ -817,7 +817,7 @@ func TestRunNamesTheNodeTestThatLeftAProcess(t *testing.T) {
 	if err := os.WriteFile(js, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, code := runUnder(t, []string{bin, "run", "--", node, "--test", js}, 90*time.Second)
+	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "node.jsonl"), "--", node, "--test", js}, 90*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
 	}
@@ -846,7 +846,7 @@ func TestRunNamesThePytestTestThatLeftADaemon(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(suite, "test_daemon.py"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, code := runUnder(t, []string{bin, "run", "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", suite}, 90*time.Second)
+	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "pytest.jsonl"), "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", suite}, 90*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
 	}
@@ -871,7 +871,7 @@ func TestRunNamesASocatBridgeAndItsPort(t *testing.T) {
 	socat := copyTool(t, dir, "socat")
 	sock := filepath.Join(dir, "bridge.sock")
 	script := socat + " UNIX-LISTEN:" + sock + ",fork EXEC:/bin/cat & " + socat + " TCP-LISTEN:0,bind=127.0.0.1,fork EXEC:/bin/cat & sleep 0.3"
-	c, code := runUnder(t, []string{bin, "run", "--", "/bin/sh", "-c", script}, 60*time.Second)
+	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "socat.jsonl"), "--", "/bin/sh", "-c", script}, 60*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
 	}
