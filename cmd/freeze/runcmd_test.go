@@ -846,11 +846,11 @@ func TestRunNamesThePytestTestThatLeftADaemon(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(suite, "test_daemon.py"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "pytest.jsonl"), "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", suite}, 90*time.Second)
+	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "pytest.jsonl"), "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--rootdir", suite, suite}, 90*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
 	}
-	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(helper) + ` 60 .*started by the pytest test test_daemon.py::test_starts_a_daemon \(call\) \(xdist worker gw\d\), through .*-m pytest`).MatchString(c.Stderr()) {
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(helper) + ` 60 .*started by the pytest test \S*test_daemon.py::test_starts_a_daemon \(call\) \(xdist worker gw\d\), through .*-m pytest`).MatchString(c.Stderr()) {
 		t.Errorf("the leftover does not name the pytest test, worker and pytest that started it:\n%s", c.Stderr())
 	}
 	if !strings.Contains(c.Stderr(), "left its session (setsid)") {
