@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"flag"
+
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"freeze/internal/containtest"
+	"freeze/internal/guard"
+)
+
+var fifoReps = flag.Int("fifo", 0, "ask an armed guard through its FIFO, from a lifted shell, this many times, each beside a churning chain of orphans capped at 3,000 (root, minutes)")
+
+// TestGuardAnswersEveryFIFORequest repeats the request that once went
+// unanswered (#34): a churn of orphans at 3,000 (load near 1,000), an
+// armed guard, and a lifted shell that writes 'echo "--path X" > ask'.
+// Each repetition waits for the guard's answer in its ack file (received,
+// then done) and fails if none names the request within 60 s. On demand:
+//
+//	go test ./bench -run GuardAnswersEveryFIFORequest -v -timeout 60m -args -fifo 20
+func TestGuardAnswersEveryFIFORequest(t *testing.T) {
+	if *fifoReps == 0 {
+		t.Skip("on demand: -args -fifo N")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard and the chains' pids cgroups")
+	}
+	bin := containtest.GoBinary(t, "../cmd/freeze", "freeze", "FREEZE_TEST_BIN")
+	startGuard(t, bin, nil)
+	ack := filepath.Join(guardDir, guard.AckName)
+	var received, done []time.Duration
+	lost := 0
+	for i := 1; i <= *fifoReps; i++ {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000, Timeout: 5 * time.Minute, Interval: 20 * time.Millisecond})
+		if n := c.WaitPopulation(2500, 120*time.Second); n < 2500 {
+			t.Fatalf("rep %d: the churn reached %d of 2,500", i, n)
+		}
+		line := "--path '" + c.Path + "' --timeline " + filepath.Join(t.TempDir(), "t.jsonl")
+		t0 := time.Now()
+		asker := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Lifted: true, Cap: 20, HopCap: 1, Timeout: 2 * time.Minute,
+			Command: []string{"/bin/sh", "-c", `echo "$1" > "$2"`, "sh", line, filepath.Join(guardDir, guard.AskName)}})
+		var got, fin time.Duration
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end) && fin == 0; time.Sleep(5 * time.Millisecond) {
+			b, _ := os.ReadFile(ack)
+			s := string(b)
+			if !strings.Contains(s, c.Path) {
+				continue
+			}
+			if got == 0 {
+				got = time.Since(t0)
+			}
+			if strings.Contains(s, " done exit ") || strings.Contains(s, " refused exit ") {
+				fin = time.Since(t0)
+				if !strings.Contains(s, " done exit 0 zero ") {
+					t.Errorf("rep %d: %s", i, s)
+				}
+			}
+		}
+		asker.Exit(30 * time.Second)
+		if fin == 0 {
+			lost++
+			t.Errorf("rep %d: no answer naming the request within 60 s (received after %v); ack: %q", i, got, readFile(ack))
+		} else {
+			received, done = append(received, got), append(done, fin)
+		}
+		c.Kill()
+		t.Logf("rep %d: received after %v, done after %v", i, got, fin)
+	}
+	t.Logf("%d of %d answered; received: median %v, max %v; done: median %v, max %v", len(done), *fifoReps, medianD(received), maxOf(received), medianD(done), maxOf(done))
+	if lost > 0 {
+		t.Errorf("%d request(s) went unanswered", lost)
+	}
+}
+
+func readFile(p string) string { b, _ := os.ReadFile(p); return string(b) }
+
+func maxOf(d []time.Duration) time.Duration {
+	var m time.Duration
+	for _, x := range d {
+		m = max(m, x)
+	}
+	return m
+}
