@@ -102,7 +102,8 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 	}
 	// Held first. The refusal (where this form has one) attaches in the
 	// background: at once for a hold, where it gives finality (a process
-	// continued later is refused again); for a kill, only when a second
+	// continued later is stopped again, and refused where the stop does
+	// not see the call: a 32-bit one); for a kill, only when a second
 	// kill round is needed (see kill), so that its attach does not take
 	// the CPU from the first.
 	if err = g.AttachHeld(); err != nil {
