@@ -180,12 +180,9 @@ func TestGateStopsASpinningChainAndNotItsDecoy(t *testing.T) {
 	// loaded and attached beside the stop (auto loads them in the
 	// background; Attach waits for them).
 	if g.Form.Refuses() {
-		want := 2 + 1 + len(g.Form.programs())
-		if g.ident != nil {
-			want++
-		}
-		if ids := g.ProgramIDs(); len(ids) != want {
-			t.Errorf("form %s: %d programs loaded, want %d: the refusal is not in place", g.Form, len(ids), want)
+		// Lineage, exec, the stop, and the form's own.
+		if want := 3 + len(g.Form.programs()); len(g.core) != want || len(g.links) != want {
+			t.Errorf("form %s: %d programs loaded and %d attached of the gate's core, want %d: the refusal is not in place", g.Form, len(g.core), len(g.links), want)
 		}
 	}
 	for _, pid := range pids {
