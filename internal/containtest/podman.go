@@ -197,14 +197,24 @@ func (p *Podman) Build(dockerfile, ctx string) string {
 // and output.
 func (c *Container) Exec(args ...string) (int, string) {
 	out, err := c.p.Podman(append([]string{"exec", c.ID}, args...)...)
+	code, ok := exitCode(err)
+	if !ok {
+		return -1, out + err.Error()
+	}
+	return code, out
+}
+
+// exitCode is a command's exit code from its error: 0 for none, false
+// when it did not run to an exit.
+func exitCode(err error) (int, bool) {
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, out
+		return 0, true
 	case errors.As(err, &ee):
-		return ee.ExitCode(), out
+		return ee.ExitCode(), true
 	}
-	return -1, out + err.Error()
+	return -1, false
 }
 
 // Podman is the runtime the container runs in.
@@ -244,15 +254,11 @@ func (p *Podman) Run(s ContainerSpec) *Container {
 func (p *Podman) RunWait(s ContainerSpec) (int, string) {
 	p.t.Helper()
 	out, err := p.Podman(p.runArgs(s)...)
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, out
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out
+	code, ok := exitCode(err)
+	if !ok {
+		p.t.Fatalf("podman run: %v\n%s", err, out)
 	}
-	p.t.Fatalf("podman run: %v\n%s", err, out)
-	return -1, out
+	return code, out
 }
 
 func (p *Podman) parent(s ContainerSpec) string {
