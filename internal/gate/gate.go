@@ -196,15 +196,7 @@ func (g *Gate) loadForm(want Form, lazy bool) error {
 				continue
 			}
 		}
-		for _, name := range f.programs() {
-			var p *ebpf.Program
-			if p, err = g.ld.prog(name); err != nil {
-				err = fmt.Errorf("%s: %w", sections[name], err)
-				break
-			}
-			progs = append(progs, p)
-		}
-		if err == nil {
+		if progs, err = g.ld.form(f); err == nil {
 			if f.Refuses() {
 				// The stop too, attached before the refusal: it holds the
 				// chain in milliseconds where attaching the refusal takes
@@ -220,9 +212,6 @@ func (g *Gate) loadForm(want Form, lazy bool) error {
 			}
 			g.core, g.Form = append(g.core, progs...), f
 			return nil
-		}
-		for _, p := range progs {
-			p.Close()
 		}
 		g.Tried = append(g.Tried, Kind{Name: f.String(), Why: Explain(err)})
 	}
@@ -464,22 +453,10 @@ func (r *restAttach) attach() {
 // load loads the first of the later forms whose programs all load.
 func (r *restAttach) load() {
 	for _, f := range r.later {
-		var progs []*ebpf.Program
-		var err error
-		for _, name := range f.programs() {
-			var p *ebpf.Program
-			if p, err = r.ld.prog(name); err != nil {
-				err = fmt.Errorf("%s: %w", sections[name], err)
-				break
-			}
-			progs = append(progs, p)
-		}
+		progs, err := r.ld.form(f)
 		if err == nil {
 			r.loaded, r.progs, r.form = progs, append(r.progs, progs...), f
 			return
-		}
-		for _, p := range progs {
-			p.Close()
 		}
 		r.tried = append(r.tried, Kind{Name: f.String(), Why: Explain(err)})
 	}

@@ -105,6 +105,23 @@ func (ld *loader) prog(name string) (*ebpf.Program, error) {
 	return coll.DetachProgram(name), nil
 }
 
+// form loads the programs of form f: all of them, or none (those that
+// loaded are closed again) and the first one's error, named by section.
+func (ld *loader) form(f Form) ([]*ebpf.Program, error) {
+	var progs []*ebpf.Program
+	for _, name := range f.programs() {
+		p, err := ld.prog(name)
+		if err != nil {
+			for _, q := range progs {
+				q.Close()
+			}
+			return nil, fmt.Errorf("%s: %w", sections[name], err)
+		}
+		progs = append(progs, p)
+	}
+	return progs, nil
+}
+
 // done drops the decoded kernel types once nothing more is loaded.
 func (ld *loader) done() {
 	ld.mu.Lock()

@@ -349,15 +349,17 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 		return
 	}
 	r, exe, err := s.matchExe(pid, f, ferr)
-	if r != 0 && s.matchUID(pid) && s.matchScope(pid) && s.matchArgs(pid) {
-		n.reason, n.exe, n.in = r, exe, true
-		l.matched++
-		if s.places {
-			if l.where == nil {
-				l.where = map[container.Place]int{}
+	if r != 0 && s.matchUID(pid) {
+		place, in := s.matchScope(pid)
+		if in && s.matchArgs(pid) {
+			n.reason, n.exe, n.in = r, exe, true
+			l.matched++
+			if s.places {
+				if l.where == nil {
+					l.where = map[container.Place]int{}
+				}
+				l.where[place]++
 			}
-			p, _ := container.Of(s.fs, pid)
-			l.where[p]++
 		}
 	}
 	l.nodes = append(l.nodes, n)
@@ -423,14 +425,19 @@ func (s *Scanner) matchUID(pid int) bool {
 	return slices.Contains(s.spec.UIDs, s.owner(pid))
 }
 
-// matchScope reads the cgroup of a process that already passed the
-// executable filter, against --container or --pod.
-func (s *Scanner) matchScope(pid int) bool {
-	if s.spec.Scope.Zero() {
-		return true
+// matchScope reads, once, the cgroup of a process that already passed
+// the executable filter, where the scan keeps places (Result.Where), and
+// checks it against --container or --pod; without a scope every place is
+// in.
+func (s *Scanner) matchScope(pid int) (container.Place, bool) {
+	if !s.places {
+		return container.Place{}, true
 	}
 	p, err := container.Of(s.fs, pid)
-	return err == nil && s.spec.Scope.Holds(p)
+	if s.spec.Scope.Zero() {
+		return p, true
+	}
+	return p, err == nil && s.spec.Scope.Holds(p)
 }
 
 // matchArgs reads cmdline, only for a process that already passed the
