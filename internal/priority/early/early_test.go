@@ -82,30 +82,46 @@ func TestFileSubcommandsAreNotLifted(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	for arg, want := range map[string]int{"timeline": schedOther, "restore": schedOther, "--path": schedRR} {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, bin, arg)
-		cmd.Env = append(os.Environ(), "FREEZE_PRIORITY=")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		out, err := cmd.CombinedOutput()
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cancel()
-		if err != nil {
-			t.Fatalf("forkcheck %s: %v\n%s", arg, err, out)
-		}
-		seen := 0
-		for _, line := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(line); len(f) == 6 && f[0] == "thread" {
-				seen++
-				if pol, _ := strconv.Atoi(f[5]); pol&0xff != want {
-					t.Errorf("argv[1] %s: thread %s at policy %#x, want %d", arg, f[1], pol, want)
-				}
-			}
-		}
-		if seen == 0 {
+		out := runOwned(t, bin, arg)
+		if checkThreads(t, "argv[1] "+arg, out, want) == 0 {
 			t.Fatalf("forkcheck %s printed no thread:\n%s", arg, out)
 		}
 	}
+}
+
+// runOwned runs path with arg as root would, lift allowed, in a process
+// group of its own killed whole when it ends or overruns, and returns
+// its output.
+func runOwned(t *testing.T, path, arg string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, arg)
+	cmd.Env = append(os.Environ(), "FREEZE_PRIORITY=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(path), arg, err, out)
+	}
+	return string(out)
+}
+
+// checkThreads checks that every thread forkcheck reported is at policy
+// want, and returns how many it reported.
+func checkThreads(t *testing.T, what, out string, want int) int {
+	t.Helper()
+	seen := 0
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 6 && f[0] == "thread" {
+			seen++
+			if pol, _ := strconv.Atoi(f[5]); pol&0xff != want {
+				t.Errorf("%s: thread %s at policy %#x, want %d", what, f[1], pol, want)
+			}
+		}
+	}
+	return seen
 }
 
 // The package's first stage (deploy/package/stage.c) runs the same
@@ -135,30 +151,15 @@ func TestTheFirstStageLiftsAndHandsOver(t *testing.T) {
 		}
 	}
 	for arg, want := range map[string]int{"--path": schedRR, "timeline": schedOther} {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, stage, arg)
-		cmd.Env = append(os.Environ(), "FREEZE_PRIORITY=")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		out, err := cmd.CombinedOutput()
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cancel()
-		if err != nil {
-			t.Fatalf("stage %s: %v\n%s", arg, err, out)
-		}
-		s := string(out)
+		s := runOwned(t, stage, arg)
 		if want == schedRR && !strings.Contains(s, "lifted true cpu_us ") || want == schedOther && !strings.Contains(s, "lifted false") {
 			t.Errorf("stage %s: %s", arg, s)
 		}
 		if !strings.Contains(s, `env ""`) {
 			t.Errorf("stage %s: FREEZE_EARLY_LIFT was passed on: %s", arg, s)
 		}
-		for _, line := range strings.Split(s, "\n") {
-			if f := strings.Fields(line); len(f) == 6 && f[0] == "thread" {
-				if pol, _ := strconv.Atoi(f[5]); pol&0xff != want {
-					t.Errorf("stage %s: thread %s at policy %#x, want %d", arg, f[1], pol, want)
-				}
-			}
+		if checkThreads(t, "stage "+arg, s, want) == 0 {
+			t.Errorf("stage %s: forkcheck printed no thread:\n%s", arg, s)
 		}
 	}
 }
