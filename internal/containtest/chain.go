@@ -373,11 +373,17 @@ func (c *Chain) Peak() int {
 // at its cap keeps the CPU busy, and reading the stat file of each member
 // at ordinary priority took over 20 s at 1,500 here.
 func (c *Chain) WaitPopulation(n int, within time.Duration) int {
+	return waitAtLeast(c.Members, n, within)
+}
+
+// waitAtLeast polls count every 20 ms until it gives at least n or
+// within passes, and returns the last count.
+func waitAtLeast(count func() int, n int, within time.Duration) int {
 	end := time.Now().Add(within)
 	for {
-		p := c.Members()
-		if p >= n || time.Now().After(end) {
-			return p
+		got := count()
+		if got >= n || time.Now().After(end) {
+			return got
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -322,14 +322,7 @@ func (c *Container) Population() int { return len(procsUnder(c.dir())) }
 // WaitPopulation waits until the container holds at least n processes or
 // within passes, and returns how many it holds.
 func (c *Container) WaitPopulation(n int, within time.Duration) int {
-	end := time.Now().Add(within)
-	for {
-		got := c.Population()
-		if got >= n || time.Now().After(end) {
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitAtLeast(c.Population, n, within)
 }
 
 // kill empties the container's group by SIGKILL of each member, until
