@@ -185,10 +185,11 @@ func TestGateFailureFallsBackAndSaysWhy(t *testing.T) {
 	}
 }
 
-// An interpreter chain narrowed by --arg: the gate knows no file (the
-// interpreter runs much else), so freeze marks the scan's matches and the
-// gate follows what they start. A twin running another script of the same
-// interpreter copy keeps running.
+// An interpreter chain narrowed by --arg: the gate holds every process of
+// the interpreter's file at once (as --path alone does), the scan reads
+// their argv while none can fork, then the matches are held by mark and
+// the others let go. A twin running another script of the same
+// interpreter copy is paused at most, continued, and keeps running.
 func TestGateNarrowedByArg(t *testing.T) {
 	needGate(t)
 	bin := buildFreeze(t)
@@ -222,8 +223,19 @@ func TestGateNarrowedByArg(t *testing.T) {
 		t.Fatalf("exit %d (finished %v):\n%s", ws.ExitStatus(), ok, fz.Stderr())
 	}
 	e, ok := event(t, tl, timeline.StepGateAttached)
-	if !ok || e.Fields["by_file"] != false {
-		t.Fatalf("gate-attached %+v: want the gate on, knowing no file", e)
+	if !ok || e.Fields["by_file"] != true {
+		t.Fatalf("gate-attached %+v: want the gate on, holding the interpreter's file", e)
+	}
+	lg, ok := event(t, tl, timeline.StepLetGo)
+	if !ok {
+		t.Fatalf("no let-go event: the decoys were not sorted out\n%s", fz.Stderr())
+	}
+	t.Log(lg.Msg)
+	if n, _ := lg.Fields["let_go"].(float64); n < 1 {
+		t.Fatalf("let-go %q: want at least the twin let go", lg.Msg)
+	}
+	if n, _ := lg.Fields["marked"].(float64); n < 100 {
+		t.Fatalf("let-go %q: want the chain's shells (121) marked", lg.Msg)
 	}
 	var left []int
 	for _, pid := range chain.Survivors() {
@@ -244,7 +256,35 @@ func TestGateNarrowedByArg(t *testing.T) {
 		t.Fatalf("%d processes of the chain alive after freeze: %s\n%s", len(left), strings.Join(who, "; "), fz.Stderr())
 	}
 	if st, err := proc.Default.ReadStat(twin.Leader); err != nil || st.State == 'T' {
-		t.Fatalf("the twin (same interpreter, other script) was stopped or killed: %v %c", err, st.State)
+		t.Fatalf("the twin (same interpreter, other script) was stopped or killed: %v %c\n%s", err, st.State, lg.Msg)
+	}
+	// And it runs: it starts a sleep every 50 ms. Counted by the sleeps
+	// it has started, from the harness's group (its own pids cgroup).
+	born := func() map[int]bool {
+		m := map[int]bool{}
+		for _, pid := range twin.Survivors() {
+			if st, err := proc.Default.ReadStat(pid); err == nil && st.PPID == twin.Leader {
+				m[pid] = true
+			}
+		}
+		return m
+	}
+	first := born()
+	end := time.Now().Add(10 * time.Second)
+	for {
+		fresh := 0
+		for pid := range born() {
+			if !first[pid] {
+				fresh++
+			}
+		}
+		if fresh > 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the twin started no process in 10 s after freeze let it go: it is held (%s)", lg.Msg)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -41,7 +41,8 @@
 //     marks them by pidfd), or born of a gated or target task (lineage,
 //     in sched_process_fork). Task-local storage dies with its task, so
 //     a reused pid is never gated.
-// Never gated: the tgids in `exempt` (freeze and its ancestors), PID 1
+// Never gated: the tgids in `exempt` (freeze and its ancestors), the
+// processes in `freed` (let go by freeze: a decoy of an --arg chain), PID 1
 // and kernel threads.
 //
 // A file is known by what the kernel holds for it (the inode number and
@@ -118,6 +119,28 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+// freed are the processes freeze let go after holding them by file: a
+// chain named with --arg is held by its file (every process running it,
+// at once), and the scan then frees each whose argv matched no --arg (a
+// decoy). Never gated again, whatever its file or mark. Set on the
+// thread group leader, by pidfd.
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u32);
+} freed SEC(".maps");
+
+// stopped_at is when the gate first stopped a process (boot time, ns), on
+// its thread group leader: freeze continues a freed process only if the
+// gate stopped it, and records how long it was held.
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} stopped_at SEC(".maps");
+
 // owners limits gating by file to tasks whose effective uid is in it,
 // when by_owner[0] is 1 (--uid, and every automatic hold of the guard):
 // one user's chain is held, another user's process of the same file is
@@ -175,7 +198,20 @@ static __always_inline int never(struct task_struct *t)
 	__u32 tgid = t->tgid;
 	if (tgid <= 1 || (t->flags & PF_KTHREAD))
 		return 1;
-	return bpf_map_lookup_elem(&exempt, &tgid) != 0;
+	if (bpf_map_lookup_elem(&exempt, &tgid))
+		return 1;
+	return bpf_task_storage_get(&freed, t->group_leader, 0, 0) != 0;
+}
+
+// hold marks t, stops it (or kills it: action), and notes when its
+// process was first stopped.
+static __always_inline void hold(struct task_struct *t)
+{
+	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	bpf_send_signal(action);
+	__u64 *at = bpf_task_storage_get(&stopped_at, t->group_leader, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (at && !*at)
+		*at = bpf_ktime_get_boot_ns();
 }
 
 // marked reports whether t, or its thread group's leader, was marked.
@@ -217,10 +253,9 @@ int BPF_PROG(gate_sys_enter, struct pt_regs *regs, long id)
 	struct task_struct *t = bpf_get_current_task_btf();
 	if (!in_chain(t))
 		return 0;
-	// Mark it too: a task gated by its file stays gated after it execs
-	// another one.
-	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	bpf_send_signal(action);
+	// Marked too (hold): a task gated by its file stays gated after it
+	// execs another one.
+	hold(t);
 	count(c);
 	return 0;
 }
@@ -240,8 +275,7 @@ int BPF_PROG(gate_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 {
 	if (never(p) || marked(p) || !is_target(bprm->file) || !owner_ok(p))
 		return 0;
-	bpf_task_storage_get(&gated, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	bpf_send_signal(action);
+	hold(p);
 	count(C_TARGET_EXEC);
 	return 0;
 }
@@ -256,8 +290,7 @@ static __always_inline int refuse_fork(int ret)
 	struct task_struct *t = bpf_get_current_task_btf();
 	if (!in_chain(t))
 		return 0;
-	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	bpf_send_signal(action);
+	hold(t);
 	count(C_FORK_REFUSED);
 	return -EAGAIN; // what fork(2) gives at a pids cap
 }
@@ -270,8 +303,7 @@ static __always_inline int refuse_exec(struct linux_binprm *bprm, int ret)
 	if (never(t))
 		return 0;
 	if (in_chain(t)) {
-		bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		bpf_send_signal(action);
+		hold(t);
 		count(C_EXEC_REFUSED);
 		return -EACCES;
 	}

@@ -506,6 +506,78 @@ func (g *Gate) Mark(h *proc.Handle) error {
 	return err
 }
 
+// Stops reports whether the gate holds the chain by the stop
+// (tp_btf/sys_enter) before any refusal attaches: what an --arg chain
+// needs to be held by file, since its decoys are only paused, never
+// refused (a refused fork or exec would be an error in a decoy).
+func (g *Gate) Stops() bool { return g.stop != nil }
+
+// Forget empties the gate of files: from its return only marked
+// processes and their lineage are gated. A chain named with --arg is
+// held by its file until the scan has read every argv, then by mark.
+func (g *Gate) Forget() error {
+	var keys []gateFileId
+	var k gateFileId
+	var v uint8
+	it := g.targets.Iterate()
+	for it.Next(&k, &v) {
+		keys = append(keys, k)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("gate: list its files: %w", err)
+	}
+	for _, k := range keys {
+		if err := g.targets.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("gate: forget a file: %w", err)
+		}
+	}
+	g.Files = 0
+	return nil
+}
+
+// Gated reports whether the gate holds the pinned process: marked (by
+// freeze, or born of a gated process).
+func (g *Gate) Gated(h *proc.Handle) bool {
+	fd := h.FD()
+	if fd < 0 {
+		return false
+	}
+	var v uint32
+	return g.gated.Lookup(uint32(fd), &v) == nil
+}
+
+// Free lets a pinned process go for good: the gate never stops it again,
+// whatever its file or mark; if the gate had stopped it, it is
+// continued. held is how long it was stopped (0: never). A process
+// stopped by something else too is continued all the same.
+func (g *Gate) Free(h *proc.Handle) (held time.Duration, err error) {
+	fd := h.FD()
+	freed, at := g.ld.maps["freed"], g.ld.maps["stopped_at"]
+	if fd < 0 || freed == nil || at == nil {
+		return 0, fmt.Errorf("pid %d: %w", h.PID, proc.ErrFixture)
+	}
+	// Freed first: from here the gate cannot stop it again, so a stop
+	// read below is the last there will be.
+	if err := freed.Update(uint32(fd), uint32(1), ebpf.UpdateAny); err != nil {
+		if errors.Is(err, unix.ESRCH) || errors.Is(err, ebpf.ErrKeyNotExist) {
+			return 0, fmt.Errorf("pid %d: %w", h.PID, proc.ErrGone)
+		}
+		return 0, fmt.Errorf("gate: free pid %d: %w", h.PID, err)
+	}
+	var ns uint64
+	if at.Lookup(uint32(fd), &ns) != nil || ns == 0 {
+		return 0, nil
+	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &now); err == nil {
+		held = time.Duration(now.Nano() - int64(ns))
+	}
+	if err := h.Signal(unix.SIGCONT); err != nil {
+		return held, fmt.Errorf("continue pid %d: %w", h.PID, err)
+	}
+	return held, nil
+}
+
 // Counters are the gate's own counts.
 type Counters struct {
 	ForksStopped uint64 // clone-family calls of the chain stopped at sys_enter

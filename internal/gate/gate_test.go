@@ -510,3 +510,103 @@ func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
 		t.Errorf("the decoy has %d processes, want its 20", n)
 	}
 }
+
+// An --arg chain is held by its file, decoys included, until freeze has
+// read every argv: then the chain is held by mark, the file forgotten,
+// and the decoy freed. Freed, the decoy is continued and forks again;
+// the marked chain stays stopped; a process that starts the file after
+// Forget is not gated.
+func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
+	loop := "while :; do /bin/true; done"
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "sh", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second,
+		Command: []string{"/bin/sh", "-c", loop}})
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second,
+		Command: []string{"/bin/sh", "-c", "exec " + c.Path + " -c '" + loop + "'"}})
+	// The decoy's exec of the file must be done before the gate, or the
+	// gate stops it there as a new hop of the chain.
+	end := time.Now().Add(30 * time.Second)
+	for {
+		if exe, _, _ := proc.Default.ExePath(decoy.Leader); exe == c.Path {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the decoy did not exec the chain's file in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g := attach(t, fileOf(t, c.Path))
+	if !g.Stops() {
+		t.Skip("this gate has no stop (tp_btf/sys_enter): an --arg chain is gated by mark alone")
+	}
+	end = time.Now().Add(60 * time.Second)
+	for !heldOrWaitingOnHeld(c.Leader) || !heldOrWaitingOnHeld(decoy.Leader) {
+		if time.Now().After(end) {
+			t.Fatalf("the file's processes are not both held 60 s after the gate attached: %v", states([]int{c.Leader, decoy.Leader}))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	open := func(pid int) *proc.Handle {
+		st, err := proc.Default.ReadStat(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := proc.Default.Open(st.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	for _, pid := range c.Survivors() {
+		if err := g.Mark(open(pid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Forget(); err != nil {
+		t.Fatal(err)
+	}
+	// The decoy and what it started (a /bin/true born after the attach
+	// is marked by lineage and stopped at its exec).
+	var heldFor time.Duration
+	for _, pid := range decoy.Survivors() {
+		h := open(pid)
+		if pid == decoy.Leader && !g.Gated(h) && states([]int{pid})[pid] == 'T' {
+			t.Errorf("the stopped decoy is not marked in the gate")
+		}
+		d, err := g.Free(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heldFor = max(heldFor, d)
+	}
+	if heldFor <= 0 {
+		t.Errorf("Free reports no time held for a decoy the gate stopped")
+	}
+	// Freed, the decoy forks again: its children keep changing.
+	seen := map[int]bool{}
+	for _, pid := range decoy.Survivors() {
+		seen[pid] = true
+	}
+	end = time.Now().Add(30 * time.Second)
+	for fresh := 0; fresh < 5; {
+		for _, pid := range decoy.Survivors() {
+			if !seen[pid] {
+				seen[pid] = true
+				fresh++
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the freed decoy started %d processes in 30 s (state %v): still held", fresh, states([]int{decoy.Leader}))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !heldOrWaitingOnHeld(c.Leader) {
+		t.Errorf("the marked chain runs again after the decoy was freed: %v", states([]int{c.Leader}))
+	}
+	// The file is forgotten: a new process of it runs free.
+	after := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "late", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second,
+		Command: []string{"/bin/sh", "-c", "exec " + c.Path + " -c 'for i in 1 2 3 4 5; do /bin/true; done'"}})
+	if ws, ok := after.Exit(30 * time.Second); !ok || ws.ExitStatus() != 0 {
+		t.Fatalf("a process of the forgotten file did not run to its end: exit %d, finished %v", ws.ExitStatus(), ok)
+	}
+}

@@ -50,9 +50,11 @@ const (
 	gateMapCounters          = "counters"
 	gateMapExempt            = "exempt"
 	gateMapForkCounts        = "fork_counts"
+	gateMapFreed             = "freed"
 	gateMapGated             = "gated"
 	gateMapKilled            = "killed"
 	gateMapOwners            = "owners"
+	gateMapStoppedAt         = "stopped_at"
 	gateMapTargets           = "targets"
 	gateProgCountSysEnter    = "count_sys_enter"
 	gateProgGateBprmCheck    = "gate_bprm_check"
@@ -134,9 +136,11 @@ type gateMapSpecs struct {
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Exempt     *ebpf.MapSpec `ebpf:"exempt"`
 	ForkCounts *ebpf.MapSpec `ebpf:"fork_counts"`
+	Freed      *ebpf.MapSpec `ebpf:"freed"`
 	Gated      *ebpf.MapSpec `ebpf:"gated"`
 	Killed     *ebpf.MapSpec `ebpf:"killed"`
 	Owners     *ebpf.MapSpec `ebpf:"owners"`
+	StoppedAt  *ebpf.MapSpec `ebpf:"stopped_at"`
 	Targets    *ebpf.MapSpec `ebpf:"targets"`
 }
 
@@ -174,9 +178,11 @@ type gateMaps struct {
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Exempt     *ebpf.Map `ebpf:"exempt"`
 	ForkCounts *ebpf.Map `ebpf:"fork_counts"`
+	Freed      *ebpf.Map `ebpf:"freed"`
 	Gated      *ebpf.Map `ebpf:"gated"`
 	Killed     *ebpf.Map `ebpf:"killed"`
 	Owners     *ebpf.Map `ebpf:"owners"`
+	StoppedAt  *ebpf.Map `ebpf:"stopped_at"`
 	Targets    *ebpf.Map `ebpf:"targets"`
 }
 
@@ -186,9 +192,11 @@ func (m *gateMaps) Close() error {
 		m.Counters,
 		m.Exempt,
 		m.ForkCounts,
+		m.Freed,
 		m.Gated,
 		m.Killed,
 		m.Owners,
+		m.StoppedAt,
 		m.Targets,
 	)
 }

@@ -166,6 +166,9 @@ func TestScanDescendantsAndArgs(t *testing.T) {
 	if res.Counts[ByPath] != 1 || res.Counts[ByDescendant] != 11 {
 		t.Fatalf("with --arg -g: %v, want the leader by path and 11 descendants", res.Counts)
 	}
+	if len(res.Passed) != 0 {
+		t.Fatalf("with --arg -g: %d passed over, want none (the rest descend from the match)", len(res.Passed))
+	}
 	res = scan(t, Spec{Targets: []Target{tg}, Args: []string{"-g"}, NoDescendants: true})
 	if res.Live() != 1 {
 		t.Fatalf("--no-descendants matched %d, want the leader alone", res.Live())
@@ -173,6 +176,11 @@ func TestScanDescendantsAndArgs(t *testing.T) {
 	res = scan(t, Spec{Targets: []Target{tg}, Args: []string{"no-such-arg"}})
 	if res.Live() != 0 {
 		t.Fatalf("an --arg nobody has matched %d", res.Live())
+	}
+	// Each runs the file, none has the --arg: what a gate holding the
+	// file lets go.
+	if len(res.Passed) != 12 {
+		t.Fatalf("an --arg nobody has: %d passed over, want the 12 processes of the file", len(res.Passed))
 	}
 }
 

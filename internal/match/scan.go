@@ -89,6 +89,11 @@ type Result struct {
 	// a container's or pod's scope or of a file named through a
 	// process's view (the record names each container it acted in).
 	Where map[container.Place]int
+	// Passed are the live processes that run a target by file but whose
+	// argv matched no --arg (decoys), and their descendants outside the
+	// set: with --arg the gate holds every process of the file first,
+	// and these are the ones to let go.
+	Passed []Proc
 }
 
 // Live is the number of matched live processes.
@@ -172,6 +177,7 @@ type node struct {
 	state     byte
 	reason    Reason // 0: not (yet) in the set
 	in        bool   // in the set: matched, or a descendant (zombies too)
+	passed    bool   // runs a target by file, but its argv matched no --arg
 	comm      string // only kept for zombies
 	exe       string
 }
@@ -203,8 +209,12 @@ func (s *Scanner) Scan() (Result, error) {
 	res.Hidden, res.Where = l.hidden, l.where
 	res.Scanned = len(nodes)
 	slices.SortFunc(nodes, func(a, b node) int { return a.pid - b.pid })
+	var byParent []int32
 	if !s.spec.NoDescendants && matched > 0 {
-		s.descendants(nodes)
+		byParent = s.descendants(nodes)
+	}
+	if l.passed {
+		res.Passed = s.passed(nodes, byParent)
 	}
 	inSet := func(pid int) bool {
 		i := sort.Search(len(nodes), func(i int) bool { return nodes[i].pid >= pid })
@@ -230,34 +240,82 @@ func (s *Scanner) Scan() (Result, error) {
 // descendants adds every descendant of a matched process to the set:
 // live ones as ByDescendant, zombies as in the set only. nodes is sorted
 // by pid; children are found in a second order, by parent.
-func (s *Scanner) descendants(nodes []node) {
-	byParent := make([]int32, len(nodes))
-	for i := range byParent {
-		byParent[i] = int32(i)
-	}
-	slices.SortFunc(byParent, func(a, b int32) int { return nodes[a].ppid - nodes[b].ppid })
+func (s *Scanner) descendants(nodes []node) []int32 {
+	byParent := parentOrder(nodes)
 	var queue []int32
 	for i := range nodes {
 		if nodes[i].in {
 			queue = append(queue, int32(i))
 		}
 	}
+	s.below(nodes, byParent, queue, func(c *node) bool {
+		if c.in {
+			return false
+		}
+		c.in = true
+		if !c.zombie() {
+			c.reason = ByDescendant
+		}
+		return true
+	})
+	return byParent
+}
+
+// parentOrder is the nodes' indexes sorted by parent pid.
+func parentOrder(nodes []node) []int32 {
+	byParent := make([]int32, len(nodes))
+	for i := range byParent {
+		byParent[i] = int32(i)
+	}
+	slices.SortFunc(byParent, func(a, b int32) int { return nodes[a].ppid - nodes[b].ppid })
+	return byParent
+}
+
+// below visits the descendants of the queued nodes, never an excluded
+// pid; take reports whether a child is taken, and only a taken child's
+// children are visited.
+func (s *Scanner) below(nodes []node, byParent, queue []int32, take func(*node) bool) {
 	for len(queue) > 0 {
 		pid := nodes[queue[len(queue)-1]].pid
 		queue = queue[:len(queue)-1]
 		k := sort.Search(len(byParent), func(k int) bool { return nodes[byParent[k]].ppid >= pid })
 		for ; k < len(byParent) && nodes[byParent[k]].ppid == pid; k++ {
 			c := &nodes[byParent[k]]
-			if c.in || s.exclude[c.pid] {
+			if s.exclude[c.pid] || !take(c) {
 				continue
-			}
-			c.in = true
-			if !c.zombie() {
-				c.reason = ByDescendant
 			}
 			queue = append(queue, byParent[k])
 		}
 	}
+}
+
+// passed lists the passed processes (a target's file, no --arg in its
+// argv) and their live descendants outside the set, after the
+// descendant pass: what a gate holding the file's every process lets go.
+func (s *Scanner) passed(nodes []node, byParent []int32) []Proc {
+	if byParent == nil {
+		byParent = parentOrder(nodes)
+	}
+	var queue []int32
+	for i := range nodes {
+		if nodes[i].passed && !nodes[i].in {
+			queue = append(queue, int32(i))
+		}
+	}
+	s.below(nodes, byParent, queue, func(c *node) bool {
+		if c.in || c.passed {
+			return false
+		}
+		c.passed = true
+		return true
+	})
+	var out []Proc
+	for i := range nodes {
+		if n := &nodes[i]; n.passed && !n.in && !n.zombie() {
+			out = append(out, Proc{ID: proc.ID{PID: n.pid, Start: n.start}, PPID: n.ppid, State: n.state, Exe: n.exe})
+		}
+	}
+	return out
 }
 
 // lookAll looks at every process: from the task source when there is one
@@ -317,6 +375,7 @@ func (s *Scanner) pids() ([]int, error) {
 type looked struct {
 	nodes   []node
 	matched int
+	passed  bool // a node is passed
 	hidden  []Hidden
 	where   map[container.Place]int
 }
@@ -351,7 +410,11 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 	r, exe, err := s.matchExe(pid, f, ferr)
 	if r != 0 && s.matchUID(pid) {
 		place, in := s.matchScope(pid)
-		if in && s.matchArgs(pid) {
+		switch {
+		case !in:
+		case !s.matchArgs(pid):
+			n.passed, n.exe = true, exe
+		default:
 			n.reason, n.exe, n.in = r, exe, true
 			l.matched++
 			if s.places {
@@ -362,6 +425,7 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 			}
 		}
 	}
+	l.passed = l.passed || n.passed
 	l.nodes = append(l.nodes, n)
 	if r == 0 && errors.Is(err, fs.ErrPermission) && s.comms[st.Comm] {
 		l.hidden = append(l.hidden, Hidden{ID: proc.ID{PID: pid, Start: st.Start}, UID: s.owner(pid), Comm: st.Comm})

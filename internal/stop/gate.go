@@ -42,7 +42,9 @@ func (r *run) gate() error {
 	// bomb-2000, slower on tree-3000 (the scan then races thousands of
 	// deaths), so stopping stays the default and the order stays freeze,
 	// then kill.
-	kill := !r.c.Hold && os.Getenv("FREEZE_GATE_ACTION") == "kill"
+	// Never with --arg: the gate holds the file's every process at
+	// first, decoys included, and a decoy is only ever paused.
+	kill := !r.c.Hold && len(r.c.Spec.Args) == 0 && os.Getenv("FREEZE_GATE_ACTION") == "kill"
 	// FREEZE_GATE_FORM picks the form (auto, lsm, fmod_ret, tp_btf): for
 	// the benchmark and the VM matrix, which measure each form on one
 	// kernel. Unset, auto: the refusing form where it loads.
@@ -59,6 +61,7 @@ func (r *run) gate() error {
 		return nil
 	}
 	r.gateOn = g
+	r.byArg = len(r.c.Spec.Args) > 0 && g.Files > 0
 	r.out.GatePrograms = g.ProgramIDs()
 	// From now on every scan of the run reads the processes through the
 	// gate's task iterator: milliseconds where /proc takes tens to
@@ -100,6 +103,14 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 			return nil, preloaded, err
 		}
 	}
+	if len(r.c.Spec.Args) > 0 && !g.Stops() {
+		// The refusal alone would hold the file's processes: a decoy's
+		// fork or exec would fail, not pause. Gated by mark only.
+		if err = g.Forget(); err != nil {
+			g.Close()
+			return nil, preloaded, err
+		}
+	}
 	// Held first. The refusal (where this form has one) attaches in the
 	// background: at once for a hold, where it gives finality (a process
 	// continued later is stopped again, and refused where the stop does
@@ -110,8 +121,8 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 		g.Close()
 		return nil, preloaded, err
 	}
-	if r.c.Hold {
-		g.StartRest()
+	if r.c.Hold && !(len(r.c.Spec.Args) > 0 && g.Files > 0) {
+		g.StartRest() // with --arg by file: once the decoys are let go (letGo)
 	}
 	g.LoadExtras() // a spare has them already: then it does nothing
 	return g, preloaded, nil
@@ -174,9 +185,6 @@ func envOr(name, def string) string {
 // gateFiles are the files whose every process is the chain: the targets,
 // and the executables under --under; none with --arg.
 func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
-	if len(spec.Args) > 0 {
-		return nil, "with --arg the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
-	}
 	if !spec.Scope.Zero() {
 		// A file can be shared beyond the scope (a host directory
 		// bound into two containers): gated by file, the other's
@@ -199,6 +207,9 @@ func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 		w.walk(dir, force, &files)
 	}
 	var notes []string
+	if len(spec.Args) > 0 && len(files) > 0 {
+		notes = append(notes, "with --arg the gate holds every process of the file until the scan has read their argv; then it holds the matches by mark and lets the others go")
+	}
 	if len(deleted) > 0 {
 		notes = append(notes, fmt.Sprintf("%s was deleted: the gate gates its processes as the scan marks them, and what they start by lineage", strings.Join(deleted, ", ")))
 	}

@@ -143,6 +143,9 @@ type run struct {
 	res      match.Result // the latest scan
 	gateOn   *gate.Gate   // attached from before the first scan to the end
 	gateWhy  string       // why the gate could not be used
+	// byArg: the chain is named with --arg and the gate holds its file's
+	// every process until letGo has sorted them.
+	byArg bool
 }
 
 // Run applies the stop order. It returns the outcome and, unless the
@@ -154,6 +157,7 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	err := r.steps(
 		r.gate,
 		r.match,
+		r.letGo,
 		r.revoke,
 		r.dryRun,
 		r.nothingToDo,

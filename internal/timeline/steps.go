@@ -14,6 +14,7 @@ const (
 	StepPriorityDropped Step = "priority-dropped"
 	StepMatch           Step = "match"
 	StepHidden          Step = "hidden"
+	StepLetGo           Step = "let-go" // --arg: the gate held the file's every process; the ones no --arg names are let go
 	StepRevoke          Step = "revoke"
 	StepRevokeRefused   Step = "revoke-refused"
 	StepRevokeFailed    Step = "revoke-failed"

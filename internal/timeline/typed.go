@@ -102,6 +102,28 @@ type GateAttached struct {
 	Missing   []string `json:"missing,omitempty"`
 }
 
+// LetGo is the end of holding an --arg chain by file (StepLetGo): the
+// gate held every process of the file while the scan read their argv;
+// the matches are then held by mark, and the others let go.
+type LetGo struct {
+	Marked  int `json:"marked"`  // matches marked in the gate
+	LetGo   int `json:"let_go"`  // processes let go: the file's, no --arg in their argv, and theirs
+	Stopped int `json:"stopped"` // of those, how many the gate had stopped (each continued)
+	// Held is how long each stopped one was held, in milliseconds, by
+	// pid; HeldMaxMS the longest.
+	Held      []Held   `json:"held,omitempty"`
+	HeldMaxMS float64  `json:"held_max_ms"`
+	Scans     int      `json:"scans"` // scans it took until none was left to sort
+	TookMS    float64  `json:"took_ms"`
+	Errors    []string `json:"errors,omitempty"`
+}
+
+// Held is one process the gate stopped and freeze let go.
+type Held struct {
+	PID    int     `json:"pid"`
+	HeldMS float64 `json:"held_ms"`
+}
+
 // GateDetached is the gate's count of the chain's attempts
 // (StepGateDetached). ForksStopped and ExecsStopped count every attempt
 // the gate ended, refused or stopped.

@@ -1,0 +1,122 @@
+package stop
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"freeze/internal/match"
+	"freeze/internal/proc"
+	"freeze/internal/timeline"
+)
+
+// letGoScans bounds the scans of letGo: the second finds what exec'd the
+// file between the first and the gate forgetting it; after that nothing
+// is gated by file, so a third finds nothing new.
+const letGoScans = 3
+
+// letGo ends the first step for a chain named with --arg where the gate
+// holds by file: from its attach every process running the file was held
+// at its next fork or exec (the decoys too: they share the chain's
+// file), so the chain could not grow while the scan read each process's
+// argv. Now the matches are marked in the gate, the gate forgets the
+// file, and each process no --arg names (and what it started) is let go:
+// the gate never stops it again, and one it had stopped is continued. A
+// decoy is paused for as long as this takes, and never signalled
+// otherwise; the record says how long each was held.
+func (r *run) letGo() error {
+	if !r.byArg || r.gateOn == nil {
+		return nil
+	}
+	t0 := time.Now()
+	g := r.gateOn
+	rec := timeline.LetGo{}
+	marked, freed := map[proc.ID]bool{}, map[proc.ID]bool{}
+	note := func(err error) {
+		if err != nil && !errors.Is(err, proc.ErrGone) && len(rec.Errors) < 10 {
+			rec.Errors = append(rec.Errors, err.Error())
+		}
+	}
+	res := r.res
+	for scan := 1; ; scan++ {
+		rec.Scans = scan
+		fresh := 0
+		for _, p := range res.Procs {
+			if marked[p.ID] {
+				continue
+			}
+			marked[p.ID] = true
+			fresh++
+			h, err := r.c.FS.Open(p.ID)
+			if err != nil {
+				note(err)
+				continue
+			}
+			note(g.Mark(h))
+			h.Close()
+		}
+		if scan == 1 {
+			// The matches are held by mark from here: the file can go.
+			if err := g.Forget(); err != nil {
+				return r.letGoFailed(err)
+			}
+		}
+		for _, p := range res.Passed {
+			if freed[p.ID] {
+				continue
+			}
+			freed[p.ID] = true
+			fresh++
+			h, err := r.c.FS.Open(p.ID)
+			if err != nil {
+				note(err)
+				continue
+			}
+			held, err := g.Free(h)
+			h.Close()
+			note(err)
+			if held > 0 {
+				rec.Held = append(rec.Held, timeline.Held{PID: p.PID, HeldMS: ms(held)})
+				rec.HeldMaxMS = max(rec.HeldMaxMS, ms(held))
+			}
+		}
+		if fresh == 0 && scan > 1 || scan == letGoScans {
+			break
+		}
+		var err error
+		if res, err = r.scanner.Scan(); err != nil {
+			return err
+		}
+	}
+	r.res, r.out.Matched = res, res.Live()
+	rec.Marked, rec.LetGo, rec.Stopped, rec.TookMS = len(marked), len(freed), len(rec.Held), ms(time.Since(t0))
+	sort.Slice(rec.Held, func(i, j int) bool { return rec.Held[i].HeldMS > rec.Held[j].HeldMS })
+	msg := fmt.Sprintf("argv read with the file held: %s named by --arg now held by mark; let go %s whose argv names none (and what they started)",
+		match.Count(rec.Marked, "process", "processes"), match.Count(rec.LetGo, "process", "processes"))
+	switch {
+	case rec.LetGo == 0:
+	case rec.Stopped == 0:
+		msg += ", none of which the gate had stopped"
+	default:
+		msg += fmt.Sprintf(", %d of which the gate had stopped and freeze continued (held at most %s)", rec.Stopped, timeline.Dur(time.Duration(rec.HeldMaxMS*float64(time.Millisecond))))
+	}
+	msg += fmt.Sprintf(" (%s, %d scans)", timeline.Dur(time.Since(t0)), rec.Scans)
+	if len(rec.Errors) > 0 {
+		msg += "; " + rec.Errors[0]
+	}
+	r.rec.RecordOf(timeline.StageMatch, timeline.StepLetGo, msg, rec)
+	if g.Settling() && r.c.Hold {
+		g.StartRest() // the refusal, now that no decoy can meet it
+	}
+	return nil
+}
+
+// letGoFailed ends a run whose gate could not forget the file: it would
+// keep holding every process of it, decoys included. The decoys the gate
+// stopped are continued when the gate goes (closeGate does not continue
+// them: the record says which to continue).
+func (r *run) letGoFailed(err error) error {
+	r.out.Kind = Failed
+	return fmt.Errorf("the gate could not let go of the file's other processes (%w): continue any process of it that --arg does not name with kill -CONT PID", err)
+}
