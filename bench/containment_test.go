@@ -22,6 +22,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"freeze/internal/containtest"
 	"freeze/internal/freeze"
 	"freeze/internal/guard"
@@ -69,6 +71,10 @@ type scenario struct {
 	name   string
 	chains []containtest.Spec
 	want   int // total population to reach before the responder starts
+	// interp: the chain is a script of an interpreter copy, named by
+	// --path and --arg, and its decoys run the very same copy with
+	// another script (chains then holds the chain's cap alone).
+	interp bool
 }
 
 func scenarios() []scenario {
@@ -79,11 +85,16 @@ func scenarios() []scenario {
 		return containtest.Spec{Shape: containtest.Line, Cap: 500, HopCap: 1000000, Timeout: 10 * time.Minute, Interval: time.Millisecond, Name: name, V2Group: true}
 	}
 	return []scenario{
-		{"tree-3000", []containtest.Spec{tree(3000)}, 3000},
-		{"tree-12000", []containtest.Spec{tree(12000)}, 12000},
-		{"line-3x500", []containtest.Spec{line("line-a"), line("line-b"), line("line-c")}, 1500},
-		{"churn-3000", []containtest.Spec{{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000, Timeout: 10 * time.Minute, Interval: 50 * time.Millisecond, V2Group: true}}, 2700},
-		{"bomb-2000", []containtest.Spec{{Shape: containtest.Bomb, Cap: 2000, HopCap: 1000000, Timeout: 10 * time.Minute, V2Group: true}}, 2000},
+		{name: "tree-3000", chains: []containtest.Spec{tree(3000)}, want: 3000},
+		{name: "tree-12000", chains: []containtest.Spec{tree(12000)}, want: 12000},
+		{name: "line-3x500", chains: []containtest.Spec{line("line-a"), line("line-b"), line("line-c")}, want: 1500},
+		{name: "churn-3000", chains: []containtest.Spec{{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000, Timeout: 10 * time.Minute, Interval: 50 * time.Millisecond, V2Group: true}}, want: 2700},
+		{name: "bomb-2000", chains: []containtest.Spec{{Shape: containtest.Bomb, Cap: 2000, HopCap: 1000000, Timeout: 10 * time.Minute, V2Group: true}}, want: 2000},
+		{name: "bomb-4000", chains: []containtest.Spec{{Shape: containtest.Bomb, Cap: 4000, HopCap: 1000000, Timeout: 10 * time.Minute, V2Group: true}}, want: 4000},
+		// A shell script forking copies of itself with no pause (dash
+		// exits at a refused fork, so it churns at its cap), named by
+		// --arg, beside 20 decoys running the same shell copy.
+		{name: "arg-2000", chains: []containtest.Spec{{Shape: containtest.Run, Cap: 2000, HopCap: 1000000, Timeout: 10 * time.Minute, V2Group: true}}, want: 1800, interp: true},
 	}
 }
 
@@ -98,6 +109,10 @@ type responder struct {
 	// auto: the responder acts unasked, as the chains grow.
 	auto bool
 }
+
+// benchArgs are added to every freeze responder's arguments: --arg of an
+// interpreter scenario.
+var benchArgs []string
 
 // guardDir is the run directory of the guard that prepareGuard armed for
 // the current measurement.
@@ -222,6 +237,29 @@ func runFreezeWith(stop <-chan struct{}, start func(*exec.Cmd) error, bin string
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	runOwnedWith(stop, cmd, start)
 	freezeOutput = []byte(buf.String())
+	freezeExit = exitOf(cmd, stop)
+}
+
+// freezeExit is how the last freeze responder's process ended: "exit N",
+// "signal NAME", or "stopped" when the benchmark killed it at the end of
+// the measurement. A run whose record stops short is told apart by it: a
+// freeze killed by the kernel (RLIMIT_RTTIME's hard limit is SIGKILL)
+// from one still running when the measurement ended (#34).
+var freezeExit string
+
+func exitOf(cmd *exec.Cmd, stop <-chan struct{}) string {
+	ps := cmd.ProcessState
+	switch {
+	case ps == nil:
+		return "not started"
+	case stopped(stop):
+		return "stopped"
+	}
+	ws := ps.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return "signal " + unix.SignalName(ws.Signal())
+	}
+	return fmt.Sprintf("exit %d", ws.ExitStatus())
 }
 
 // asLiftedShell runs freeze from a thread at SCHED_RR 1 without
@@ -266,6 +304,7 @@ func killLoop(stop <-chan struct{}, ps []string) {
 // timeline where the breakdown reads it, and extra.
 func freezeArgs(cs []*containtest.Chain, extra ...string) []string {
 	args := append(extra, "--timeout", "30s", "--timeline", filepath.Join(cs[0].Dir, "freeze.jsonl"))
+	args = append(args, benchArgs...)
 	for _, p := range paths(cs) {
 		args = append(args, "--path", p)
 	}
@@ -346,11 +385,20 @@ func responders() []responder {
 			}
 			killLoop(stop, paths(cs))
 		}},
-		{name: "floor-cgroup.kill", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
-			for _, c := range cs {
-				os.WriteFile(filepath.Join(c.V2Dir(), "cgroup.kill"), []byte("1"), 0)
-			}
+		{name: "floor-cgroup.kill", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) { killGroups(cs) }},
+		// From an ordinary shell, as the package installs freeze: the
+		// first stage lifts itself, then execs the static freeze (#34).
+		{name: "freeze-stage-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			fromShell(stop, append([]string{stageBin}, freezeArgs(cs)...)...)
 		}},
+		// The same shell starting freeze's own (dynamic) build.
+		{name: "freeze-shell", run: func(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+			fromShell(stop, append([]string{bin}, freezeArgs(cs)...)...)
+		}},
+		// The yardstick: a trivial static program from the same shell,
+		// then the floor. Its time to zero is the floor's plus its own
+		// start; its lift figures are what the stage's are judged by.
+		{name: "trivial-static-shell", run: trivialThenFloor},
 	}
 }
 
@@ -370,14 +418,20 @@ type Result struct {
 	StartupMS float64 `json:"startup_ms,omitempty"`
 	// LiftMS is the part of start-up before freeze lifted itself (exec at
 	// ordinary priority), from the start event's lifted_at.
-	LiftMS  float64 `json:"lift_ms,omitempty"`
-	MatchMS float64 `json:"match_ms,omitempty"`
+	LiftMS float64 `json:"lift_ms,omitempty"`
+	// LiftCPUMS is the CPU used before that lift (the stage and the
+	// shell's fork included), from the start event's lift_cpu_us; for
+	// the trivial static program, the CPU at its constructor.
+	LiftCPUMS float64 `json:"lift_cpu_ms,omitempty"`
+	MatchMS   float64 `json:"match_ms,omitempty"`
 	// GateMS is when the gate was attached, from freeze's start event
 	// (--method bpf and auto); it lies before the match.
 	GateMS   float64 `json:"gate_ms,omitempty"`
 	FreezeMS float64 `json:"freeze_ms,omitempty"`
 	KillMS   float64 `json:"kill_ms,omitempty"`
 	RSSKiB   int64   `json:"rss_kib,omitempty"`
+	// Exit is how freeze's process ended (freezeExit).
+	Exit string `json:"exit,omitempty"`
 }
 
 // breakdown splits a freeze run into start-up and stages by its timeline.
@@ -392,6 +446,7 @@ func breakdown(r *Result, t0 time.Time, path string) {
 		if lt, err := time.Parse(time.RFC3339Nano, start.LiftedAt); err == nil {
 			r.LiftMS = float64(lt.Sub(t0).Microseconds()) / 1000
 		}
+		r.LiftCPUMS = float64(start.LiftCPUUS) / 1000
 	}
 	last := map[timeline.Stage]float64{}
 	for _, e := range events {
@@ -469,7 +524,7 @@ func TestContainment(t *testing.T) {
 						t.Logf("freeze printed:\n%s", freezeOutput)
 						freezeOutput = nil
 					}
-					t.Logf("%s: zero %.0f ms, survivors %d, decoy harmed %v, peak %d", name, r.ZeroMS, r.Survivors, r.DecoyHarmed, r.Peak)
+					t.Logf("%s: zero %.0f ms, survivors %d, decoy harmed %v, peak %d, freeze %s", name, r.ZeroMS, r.Survivors, r.DecoyHarmed, r.Peak, r.Exit)
 					// Kill loops by name may hit the decoy (that is what
 					// they are measured for); freeze and the floor never.
 					if r.DecoyHarmed && (strings.HasPrefix(rs.name, "freeze") || strings.HasPrefix(rs.name, "floor")) {
@@ -541,11 +596,70 @@ func TestTableMediansAndRatios(t *testing.T) {
 
 // buildBench builds the freeze binary the responders run.
 func buildBench(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "freeze")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "freeze")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/freeze").CombinedOutput(); err != nil {
 		t.Fatalf("build freeze: %v\n%s", err, out)
 	}
+	// As the package installs it (deploy/package/build): a static freeze
+	// behind the first stage, which an operator's shell execs; and the
+	// yardstick, a trivial static program built with the stage's flags.
+	static := filepath.Join(dir, "freeze-static")
+	build := exec.Command("go", "build", "-trimpath", "-tags", "osusergo,netgo", "-ldflags", "-s -w -linkmode external -extldflags -static", "-o", static, "../cmd/freeze")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the static freeze: %v\n%s", err, out)
+	}
+	stageBin, trivialBin = filepath.Join(dir, "freeze-stage"), filepath.Join(dir, "trivial")
+	for _, c := range [][]string{
+		{"cc", "-O2", "-s", "-static", "-DFREEZE_REAL=\"" + static + "\"", "-o", stageBin, "../deploy/package/stage.c"},
+		{"cc", "-O2", "-s", "-static", "-o", trivialBin, "testdata/trivial.c"},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
 	return bin
+}
+
+// stageBin is the package's first stage, in front of a static freeze;
+// trivialBin the trivial static program (testdata/trivial.c).
+var stageBin, trivialBin string
+
+// fromShell runs argv from an ordinary shell, as an operator types it
+// ('sh -c "exec freeze ..."'): the shell's fork and exec count.
+func fromShell(stop <-chan struct{}, argv ...string) {
+	runFreeze(stop, "/bin/sh", append([]string{"-c", `exec "$0" "$@"`}, argv...)...)
+}
+
+// trivialFigures are what the trivial program wrote: its CPU and the
+// wall clock at its constructor.
+var trivialFigures struct {
+	cpuUS int64
+	atNS  int64
+}
+
+// trivialThenFloor starts the trivial static program from an ordinary
+// shell beside the chain and waits for its figures, then empties the
+// chain as the floor does: it measures what reaching a constructor costs
+// here, now, against which freeze's start-up is judged.
+func trivialThenFloor(bin string, cs []*containtest.Chain, stop <-chan struct{}) {
+	out := filepath.Join(cs[0].Dir, "trivial.out")
+	os.Remove(out)
+	trivialFigures.cpuUS, trivialFigures.atNS = 0, 0
+	cmd := exec.Command("/bin/sh", "-c", `exec "$0"`, trivialBin)
+	cmd.Env = append(os.Environ(), "TRIVIAL_OUT="+out)
+	runOwned(stop, cmd)
+	if b, err := os.ReadFile(out); err == nil {
+		fmt.Sscan(string(b), &trivialFigures.cpuUS, &trivialFigures.atNS)
+	}
+	killGroups(cs)
+}
+
+func killGroups(cs []*containtest.Chain) {
+	for _, c := range cs {
+		os.WriteFile(filepath.Join(c.V2Dir(), "cgroup.kill"), []byte("1"), 0)
+	}
 }
 
 func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
@@ -555,13 +669,19 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	}
 	dir := filepath.Join(t.TempDir(), "cache")
 	var chains []*containtest.Chain
-	for _, spec := range sc.chains {
-		spec.Dir = dir
-		chains = append(chains, containtest.Start(t, spec))
+	var decoy *containtest.Chain
+	benchArgs = nil
+	if sc.interp {
+		chains, decoy = startInterp(t, dir, sc.chains[0])
+	} else {
+		for _, spec := range sc.chains {
+			spec.Dir = dir
+			chains = append(chains, containtest.Start(t, spec))
+		}
+		// The decoy: an identical copy at a neighbouring path.
+		decoy = containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 20, HopCap: 1000000, Timeout: 10 * time.Minute,
+			Interval: 100 * time.Millisecond, Dir: dir, Name: filepath.Base(chains[0].Path) + "-2"})
 	}
-	// The decoy: an identical copy at a neighbouring path.
-	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 20, HopCap: 1000000, Timeout: 10 * time.Minute,
-		Interval: 100 * time.Millisecond, Dir: dir, Name: filepath.Base(chains[0].Path) + "-2"})
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		n := 0
@@ -648,7 +768,12 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	case <-time.After(35 * time.Second):
 		t.Errorf("responder %s did not stop", rs.name)
 	}
+	if rs.name == "trivial-static-shell" && trivialFigures.atNS > 0 {
+		r.LiftCPUMS = float64(trivialFigures.cpuUS) / 1000
+		r.LiftMS = float64(time.Unix(0, trivialFigures.atNS).Sub(t0).Microseconds()) / 1000
+	}
 	if strings.HasPrefix(rs.name, "freeze") {
+		r.Exit, freezeExit = freezeExit, ""
 		breakdown(&r, t0, filepath.Join(dir, "freeze.jsonl"))
 		// A freeze killed at the deadline leaves its group: named after
 		// this pair's own chains, so only they can be in it.
@@ -678,6 +803,31 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	return r
 }
 
+// startInterp starts an interpreter scenario: spec's chain, a script of
+// a copy of /bin/sh that starts copies of itself with no pause, and the
+// decoys, 20 processes of the same copy running another script; freeze
+// is told --arg SCRIPT.
+func startInterp(t *testing.T, dir string, spec containtest.Spec) (chains []*containtest.Chain, decoy *containtest.Chain) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh, script, other := filepath.Join(dir, "sh"), filepath.Join(dir, "bomb.sh"), filepath.Join(dir, "other.sh")
+	for f, body := range map[string]string{
+		script: "while :; do " + sh + " " + script + " & done\n",
+		other:  "while :; do /bin/sleep 0.1; done\n",
+	} {
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec.Dir, spec.Name, spec.Command = dir, "sh", []string{"/bin/sh", script}
+	chains = []*containtest.Chain{containtest.Start(t, spec)}
+	decoy = containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 100, HopCap: 1000000, Timeout: 10 * time.Minute,
+		Command: []string{"/bin/sh", "-c", "for i in $(seq 20); do " + sh + " " + other + " & done; wait"}})
+	benchArgs = []string{"--arg", script}
+	return chains, decoy
+}
+
 func median(v []float64) float64 {
 	sort.Float64s(v)
 	if len(v) == 0 {
@@ -686,9 +836,11 @@ func median(v []float64) float64 {
 	return v[len(v)/2]
 }
 
+// key is a pair: a scenario and a responder.
+type key struct{ s, r string }
+
 // table renders medians per pair, with the ratio to the floor.
 func table(rs []Result) string {
-	type key struct{ s, r string }
 	var order []key
 	groups := map[key][]Result{}
 	for _, r := range rs {
@@ -774,6 +926,64 @@ func table(rs []Result) string {
 			gs = fmt.Sprintf("%.0f ms", median(gt))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f ms (%d/%d) | %s | %s | %.0f ms | %.0f ms | %.0f ms | %.1f MiB |\n", k.s, k.r, median(su), len(su), len(groups[k]), ls, gs, median(m), median(f), median(kl), median(rss)/1024)
+	}
+	b.WriteString(liftTable(order, groups))
+	for _, r := range rs {
+		if strings.HasPrefix(r.Exit, "signal") {
+			fmt.Fprintf(&b, "\n%s/%s/%d: freeze ended by %s\n", r.Scenario, r.Responder, r.Rep, r.Exit)
+		}
+	}
+	return b.String()
+}
+
+// liftTable compares what each responder used before it was lifted with
+// what a trivial static program uses to reach its constructor, beside
+// the same chain (trivial-static-shell); and says when the gate was on,
+// from the responder's start.
+func liftTable(order []key, groups map[key][]Result) string {
+	trivial := map[string]float64{}
+	for k, g := range groups {
+		if k.r != "trivial-static-shell" {
+			continue
+		}
+		var cpu []float64
+		for _, r := range g {
+			if r.LiftCPUMS > 0 {
+				cpu = append(cpu, r.LiftCPUMS)
+			}
+		}
+		trivial[k.s] = median(cpu)
+	}
+	var b strings.Builder
+	b.WriteString("\nBefore the lift (medians): the CPU used until lifted, the shell's fork included, against a trivial static program's until its constructor, started the same way beside the same chain; the wall time to the lift (to the constructor), and to the gate attached:\n\n")
+	b.WriteString("| scenario | responder | CPU before the lift | ratio to trivial static | wall time to the lift | to the gate attached |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: |\n")
+	rows := 0
+	for _, k := range order {
+		var cpu, wall, gate []float64
+		for _, r := range groups[k] {
+			if r.LiftCPUMS > 0 {
+				cpu, wall = append(cpu, r.LiftCPUMS), append(wall, r.LiftMS)
+			}
+			if r.GateMS > 0 && r.StartupMS > 0 {
+				gate = append(gate, r.StartupMS+r.GateMS)
+			}
+		}
+		if len(cpu) == 0 {
+			continue
+		}
+		rows++
+		ratio, gs := "-", "-"
+		if tv := trivial[k.s]; tv > 0 {
+			ratio = fmt.Sprintf("%.2fx", median(cpu)/tv)
+		}
+		if len(gate) > 0 {
+			gs = fmt.Sprintf("%.0f ms", median(gate))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.2f ms | %s | %.0f ms | %s |\n", k.s, k.r, median(cpu), ratio, median(wall), gs)
+	}
+	if rows == 0 {
+		return ""
 	}
 	return b.String()
 }

@@ -157,7 +157,7 @@ func run(req Request, raised []string, rec *timeline.Recorder) Report {
 	res, err := stop.Run(stop.Config{
 		FS: proc.Default, Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
 		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
-		Command: req.Command, Priority: raised, LiftedAt: liftedAt(),
+		Command: req.Command, Priority: raised, LiftedAt: liftedAt(), LiftCPU: liftCPU(),
 		RevokeExec: req.RevokeExec, Disposable: req.Disposable, Force: req.Force,
 		Interrupt: interrupt,
 	}, rec)

@@ -42,6 +42,14 @@ func Prepare(o Output) []string {
 	return raised
 }
 
+// liftCPU is the CPU the process had used when package early lifted it.
+func liftCPU() time.Duration {
+	if ok, us := early.Lifted(); ok {
+		return time.Duration(us) * time.Microsecond
+	}
+	return 0
+}
+
 // liftedAt is when package early lifted the process, or the zero time.
 func liftedAt() time.Time {
 	if ns := early.LiftedAt(); ns > 0 {

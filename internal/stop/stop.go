@@ -61,6 +61,7 @@ type Config struct {
 	// priority/early), zero if it did not: recorded so that start-up can
 	// be split into the part at ordinary priority and the rest.
 	LiftedAt time.Time
+	LiftCPU  time.Duration // the CPU used before that lift
 	// RevokeExec removes the execute bits of the target files (and of
 	// files under --under that matches run) before freezing, guarded by
 	// freeze.CheckRevoke against Disposable roots; Force allows files
@@ -242,6 +243,7 @@ func (r *run) recordStart() {
 	}
 	if !c.LiftedAt.IsZero() {
 		start.LiftedAt = c.LiftedAt.UTC().Format(time.RFC3339Nano)
+		start.LiftCPUUS = c.LiftCPU.Microseconds()
 	}
 	msg := "freeze started"
 	if len(c.Priority) > 0 {

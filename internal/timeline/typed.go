@@ -32,6 +32,10 @@ type Start struct {
 	// LiftedAt is when package early lifted the process, RFC 3339 UTC;
 	// empty if it did not.
 	LiftedAt string `json:"lifted_at,omitempty"`
+	// LiftCPUUS is the CPU the process had used when it lifted itself,
+	// in microseconds: everything before the lift, the package's first
+	// stage and the shell's fork included.
+	LiftCPUUS int64 `json:"lift_cpu_us,omitempty"`
 	// Version is the freeze that ran (internal/version's line).
 	Version string `json:"freeze_version,omitempty"`
 	HostInfo
