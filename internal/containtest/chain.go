@@ -342,6 +342,17 @@ func (c *Chain) Population() int {
 	return n
 }
 
+// InGroup lists the pids in the chain's capped group, without the sweep
+// of the test cache that Survivors adds (a benchmark whose decoys run
+// the chain's own file counts the chain by its group alone).
+func (c *Chain) InGroup() []int {
+	if c.cap == nil {
+		return nil
+	}
+	pids, _ := c.cap.members()
+	return pids
+}
+
 // Members counts the tasks listed in the chain's cgroup (zombies are not
 // listed): cheaper than Population, for polling under load.
 func (c *Chain) Members() int {

@@ -113,6 +113,9 @@ type Scanner struct {
 	// read /proc instead.
 	TaskErr error
 	places  bool // keep Result.Where
+	// onPassed, if set, is told of each passed process as soon as it is
+	// decided (OnPassed).
+	onPassed func(Proc)
 }
 
 // TaskSource lists every process with what a scan reads of it, appended
@@ -178,8 +181,12 @@ type node struct {
 	reason    Reason // 0: not (yet) in the set
 	in        bool   // in the set: matched, or a descendant (zombies too)
 	passed    bool   // runs a target by file, but its argv matched no --arg
-	comm      string // only kept for zombies
-	exe       string
+	// cand: runs a target by file (this reason), its argv not read yet:
+	// with --arg and descendants, argv is read only where no ancestor
+	// matched (decideArgs).
+	cand Reason
+	comm string // only kept for zombies
+	exe  string
 }
 
 func (n *node) zombie() bool { return n.state == 'Z' || n.state == 'X' }
@@ -209,6 +216,10 @@ func (s *Scanner) Scan() (Result, error) {
 	res.Hidden, res.Where = l.hidden, l.where
 	res.Scanned = len(nodes)
 	slices.SortFunc(nodes, func(a, b node) int { return a.pid - b.pid })
+	if l.cands > 0 {
+		s.decideArgs(nodes, &l)
+		matched, res.Where = l.matched, l.where
+	}
 	var byParent []int32
 	if !s.spec.NoDescendants && matched > 0 {
 		byParent = s.descendants(nodes)
@@ -376,6 +387,8 @@ type looked struct {
 	nodes   []node
 	matched int
 	passed  bool // a node is passed
+	cands   int  // nodes whose argv is still to read (decideArgs)
+	candAt  map[int]container.Place
 	hidden  []Hidden
 	where   map[container.Place]int
 }
@@ -412,6 +425,15 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 		place, in := s.matchScope(pid)
 		switch {
 		case !in:
+		case s.deferArgs():
+			n.cand, n.exe = r, exe
+			l.cands++
+			if s.places {
+				if l.candAt == nil {
+					l.candAt = map[int]container.Place{}
+				}
+				l.candAt[pid] = place
+			}
 		case !s.matchArgs(pid):
 			n.passed, n.exe = true, exe
 		default:
@@ -502,6 +524,74 @@ func (s *Scanner) matchScope(pid int) (container.Place, bool) {
 		return p, true
 	}
 	return p, err == nil && s.spec.Scope.Holds(p)
+}
+
+// deferArgs reports whether argv is read after the pass over the
+// processes, and only where needed: with --arg and descendants, a
+// process of the file below a match is in the set whatever its argv.
+// Against a fork bomb of an interpreter that is one read (its root)
+// instead of one per process: 2,000 reads of cmdline took 466 ms here,
+// the chain and its decoys held by the gate meanwhile (#34).
+func (s *Scanner) deferArgs() bool { return len(s.spec.Args) > 0 && !s.spec.NoDescendants }
+
+// OnPassed has every later scan call f, as soon as it is decided, for a
+// process of the file whose argv names no --arg and that descends from
+// no match: with --arg the gate holds the file's every process, and
+// such a one can be let go at once rather than after the whole scan.
+func (s *Scanner) OnPassed(f func(Proc)) { s.onPassed = f }
+
+// decideArgs decides the candidates in the order they started (a parent
+// starts before its child): one below a match is left to the descendant
+// pass; the others are matched by argv, or passed over.
+func (s *Scanner) decideArgs(nodes []node, l *looked) {
+	var idx []int
+	for i := range nodes {
+		if nodes[i].cand != 0 {
+			idx = append(idx, i)
+		}
+	}
+	sort.Slice(idx, func(a, b int) bool { return nodes[idx[a]].start < nodes[idx[b]].start })
+	for _, i := range idx {
+		n := &nodes[i]
+		r := n.cand
+		n.cand = 0
+		switch {
+		case ancestorIn(nodes, i):
+			// The descendant pass takes it.
+		case s.matchArgs(n.pid):
+			n.reason, n.in = r, true
+			l.matched++
+			if p, ok := l.candAt[n.pid]; ok {
+				if l.where == nil {
+					l.where = map[container.Place]int{}
+				}
+				l.where[p]++
+			}
+		default:
+			n.passed, l.passed = true, true
+			if s.onPassed != nil {
+				s.onPassed(Proc{ID: proc.ID{PID: n.pid, Start: n.start}, PPID: n.ppid, State: n.state, Exe: n.exe})
+			}
+		}
+	}
+}
+
+// ancestorIn reports whether an ancestor of nodes[i] is in the set.
+// nodes is sorted by pid; a parent that started after its child is a
+// reused pid, not the parent.
+func ancestorIn(nodes []node, i int) bool {
+	cur := nodes[i]
+	for range 4096 {
+		k := sort.Search(len(nodes), func(k int) bool { return nodes[k].pid >= cur.ppid })
+		if k == len(nodes) || nodes[k].pid != cur.ppid || nodes[k].start > cur.start {
+			return false
+		}
+		if nodes[k].in {
+			return true
+		}
+		cur = nodes[k]
+	}
+	return false
 }
 
 // matchArgs reads cmdline, only for a process that already passed the

@@ -61,7 +61,11 @@ func (r *run) gate() error {
 		return nil
 	}
 	r.gateOn = g
-	r.byArg = len(r.c.Spec.Args) > 0 && g.Files > 0
+	if r.byArg = len(r.c.Spec.Args) > 0 && g.Files > 0; r.byArg {
+		// Each decoy goes as soon as the scan has decided it.
+		r.lg = newLetGo()
+		r.scanner.OnPassed(r.free)
+	}
 	r.out.GatePrograms = g.ProgramIDs()
 	// From now on every scan of the run reads the processes through the
 	// gate's task iterator: milliseconds where /proc takes tens to

@@ -29,31 +29,24 @@ func (r *run) letGo() error {
 	if !r.byArg || r.gateOn == nil {
 		return nil
 	}
-	t0 := time.Now()
+	lg := r.lg
 	g := r.gateOn
-	rec := timeline.LetGo{}
-	marked, freed := map[proc.ID]bool{}, map[proc.ID]bool{}
-	note := func(err error) {
-		if err != nil && !errors.Is(err, proc.ErrGone) && len(rec.Errors) < 10 {
-			rec.Errors = append(rec.Errors, err.Error())
-		}
-	}
 	res := r.res
 	for scan := 1; ; scan++ {
-		rec.Scans = scan
+		lg.rec.Scans = scan
 		fresh := 0
 		for _, p := range res.Procs {
-			if marked[p.ID] {
+			if lg.marked[p.ID] {
 				continue
 			}
-			marked[p.ID] = true
+			lg.marked[p.ID] = true
 			fresh++
 			h, err := r.c.FS.Open(p.ID)
 			if err != nil {
-				note(err)
+				lg.note(err)
 				continue
 			}
-			note(g.Mark(h))
+			lg.note(g.Mark(h))
 			h.Close()
 		}
 		if scan == 1 {
@@ -63,22 +56,9 @@ func (r *run) letGo() error {
 			}
 		}
 		for _, p := range res.Passed {
-			if freed[p.ID] {
-				continue
-			}
-			freed[p.ID] = true
-			fresh++
-			h, err := r.c.FS.Open(p.ID)
-			if err != nil {
-				note(err)
-				continue
-			}
-			held, err := g.Free(h)
-			h.Close()
-			note(err)
-			if held > 0 {
-				rec.Held = append(rec.Held, timeline.Held{PID: p.PID, HeldMS: ms(held)})
-				rec.HeldMaxMS = max(rec.HeldMaxMS, ms(held))
+			if !lg.freed[p.ID] {
+				fresh++
+				r.free(p)
 			}
 		}
 		if fresh == 0 && scan > 1 || scan == letGoScans {
@@ -89,8 +69,10 @@ func (r *run) letGo() error {
 			return err
 		}
 	}
+	r.scanner.OnPassed(nil) // later scans find the file's other processes ungated
 	r.res, r.out.Matched = res, res.Live()
-	rec.Marked, rec.LetGo, rec.Stopped, rec.TookMS = len(marked), len(freed), len(rec.Held), ms(time.Since(t0))
+	rec := &lg.rec
+	rec.Marked, rec.LetGo, rec.Stopped, rec.TookMS = len(lg.marked), len(lg.freed), len(rec.Held), ms(time.Since(lg.t0))
 	sort.Slice(rec.Held, func(i, j int) bool { return rec.Held[i].HeldMS > rec.Held[j].HeldMS })
 	msg := fmt.Sprintf("argv read with the file held: %s named by --arg now held by mark; let go %s whose argv names none (and what they started)",
 		match.Count(rec.Marked, "process", "processes"), match.Count(rec.LetGo, "process", "processes"))
@@ -101,15 +83,56 @@ func (r *run) letGo() error {
 	default:
 		msg += fmt.Sprintf(", %d of which the gate had stopped and freeze continued (held at most %s)", rec.Stopped, timeline.Dur(time.Duration(rec.HeldMaxMS*float64(time.Millisecond))))
 	}
-	msg += fmt.Sprintf(" (%s, %d scans)", timeline.Dur(time.Since(t0)), rec.Scans)
+	msg += fmt.Sprintf(" (%s from the gate's attach, %d scans)", timeline.Dur(time.Since(lg.t0)), rec.Scans)
 	if len(rec.Errors) > 0 {
 		msg += "; " + rec.Errors[0]
 	}
-	r.rec.RecordOf(timeline.StageMatch, timeline.StepLetGo, msg, rec)
+	r.rec.RecordOf(timeline.StageMatch, timeline.StepLetGo, msg, *rec)
 	if g.Settling() && r.c.Hold {
 		g.StartRest() // the refusal, now that no decoy can meet it
 	}
 	return nil
+}
+
+// letGoState is what letGo has done so far: the scan lets a decoy go as
+// soon as it is decided (match.Scanner.OnPassed), before letGo runs.
+type letGoState struct {
+	t0     time.Time // the gate's attach
+	marked map[proc.ID]bool
+	freed  map[proc.ID]bool
+	rec    timeline.LetGo
+}
+
+func newLetGo() *letGoState {
+	return &letGoState{t0: time.Now(), marked: map[proc.ID]bool{}, freed: map[proc.ID]bool{}}
+}
+
+func (lg *letGoState) note(err error) {
+	if err != nil && !errors.Is(err, proc.ErrGone) && len(lg.rec.Errors) < 10 {
+		lg.rec.Errors = append(lg.rec.Errors, err.Error())
+	}
+}
+
+// free lets one process go: freed in the gate, continued if the gate
+// had stopped it, its hold recorded.
+func (r *run) free(p match.Proc) {
+	lg := r.lg
+	if lg.freed[p.ID] {
+		return
+	}
+	lg.freed[p.ID] = true
+	h, err := r.c.FS.Open(p.ID)
+	if err != nil {
+		lg.note(err)
+		return
+	}
+	held, err := r.gateOn.Free(h)
+	h.Close()
+	lg.note(err)
+	if held > 0 {
+		lg.rec.Held = append(lg.rec.Held, timeline.Held{PID: p.PID, HeldMS: ms(held)})
+		lg.rec.HeldMaxMS = max(lg.rec.HeldMaxMS, ms(held))
+	}
 }
 
 // letGoFailed ends a run whose gate could not forget the file: it would

@@ -147,6 +147,7 @@ type run struct {
 	// byArg: the chain is named with --arg and the gate holds its file's
 	// every process until letGo has sorted them.
 	byArg bool
+	lg    *letGoState // with byArg
 }
 
 // Run applies the stop order. It returns the outcome and, unless the
