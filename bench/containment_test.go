@@ -40,6 +40,7 @@ var (
 	outJSON = flag.String("json", "results.json", "where to write every measurement")
 	onlyR   = flag.String("responders", "", "run only responders whose name contains this (or one of these, comma-separated; a part ending in $ must match the whole name)")
 	showLog = flag.Bool("show", false, "log what freeze printed")
+	keep    = flag.String("keep", "", "copy each freeze responder's timeline into this directory, as SCENARIO_RESPONDER_REP.jsonl")
 	render  = flag.String("render", "", "comma-separated JSON files of earlier runs: print their table, run nothing")
 )
 
@@ -525,7 +526,7 @@ func TestContainment(t *testing.T) {
 				name := fmt.Sprintf("%s/%s/%d", sc.name, rs.name, rep)
 				t.Run(name, func(t *testing.T) {
 					priority.Raise() // this subtest's goroutine
-					r := measure(t, bin, sc, rs)
+					r := measure(t, bin, sc, rs, rep)
 					r.Rep = rep
 					if *showLog && freezeOutput != nil {
 						t.Logf("freeze printed:\n%s", freezeOutput)
@@ -669,7 +670,7 @@ func killGroups(cs []*containtest.Chain) {
 	}
 }
 
-func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
+func measure(t *testing.T, bin string, sc scenario, rs responder, rep int) Result {
 	r := Result{Scenario: sc.name, Responder: rs.name, ZeroMS: -1}
 	if rs.prepare != nil {
 		rs.prepare(t, bin)
@@ -789,6 +790,11 @@ func measure(t *testing.T, bin string, sc scenario, rs responder) Result {
 	if strings.HasPrefix(rs.name, "freeze") {
 		r.Exit, freezeExit = freezeExit, ""
 		breakdown(&r, t0, filepath.Join(dir, "freeze.jsonl"))
+		if *keep != "" {
+			if b, err := os.ReadFile(filepath.Join(dir, "freeze.jsonl")); err == nil {
+				os.WriteFile(filepath.Join(*keep, fmt.Sprintf("%s_%s_%d.jsonl", sc.name, rs.name, rep)), b, 0o644)
+			}
+		}
 		// A freeze killed at the deadline leaves its group: named after
 		// this pair's own chains, so only they can be in it.
 		var spec match.Spec

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"freeze/internal/container"
 	"freeze/internal/proc"
@@ -94,6 +95,12 @@ type Result struct {
 	// set: with --arg the gate holds every process of the file first,
 	// and these are the ones to let go.
 	Passed []Proc
+	// ArgsRead is how many argv the scan read for --arg, in ArgsTook.
+	ArgsRead int
+	ArgsTook time.Duration
+	// ReadTook is how long reading the processes took (the task source
+	// or /proc), before argv and the descendant pass.
+	ReadTook time.Duration
 }
 
 // Live is the number of matched live processes.
@@ -116,6 +123,9 @@ type Scanner struct {
 	// onPassed, if set, is told of each passed process as soon as it is
 	// decided (OnPassed).
 	onPassed func(Proc)
+	// argsRead and argsTook count this scan's reads of argv.
+	argsRead int
+	argsTook time.Duration
 }
 
 // TaskSource lists every process with what a scan reads of it, appended
@@ -208,10 +218,13 @@ func (s *Scanner) Scan() (Result, error) {
 		return *p, nil
 	}
 	res := Result{Counts: map[Reason]int{}}
+	t0 := time.Now()
+	s.argsRead, s.argsTook = 0, 0
 	l, err := s.lookAll()
 	if err != nil {
 		return res, err
 	}
+	res.ReadTook = time.Since(t0) - s.argsTook // argv read in the pass counts apart
 	nodes, matched := l.nodes, l.matched
 	res.Hidden, res.Where = l.hidden, l.where
 	res.Scanned = len(nodes)
@@ -220,6 +233,7 @@ func (s *Scanner) Scan() (Result, error) {
 		s.decideArgs(nodes, &l)
 		matched, res.Where = l.matched, l.where
 	}
+	res.ArgsRead, res.ArgsTook = s.argsRead, s.argsTook
 	var byParent []int32
 	if !s.spec.NoDescendants && matched > 0 {
 		byParent = s.descendants(nodes)
@@ -600,7 +614,10 @@ func (s *Scanner) matchArgs(pid int) bool {
 	if len(s.spec.Args) == 0 {
 		return true
 	}
+	t0 := time.Now()
 	args, err := s.fs.Args(pid)
+	s.argsRead++
+	s.argsTook += time.Since(t0)
 	if err != nil {
 		return false
 	}

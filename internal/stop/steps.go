@@ -38,12 +38,16 @@ func (r *run) match() error {
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
+	if res.ArgsRead > 0 {
+		msg += fmt.Sprintf("; reading the processes took %s, argv of %s %s", timeline.Dur(res.ReadTook), match.Count(res.ArgsRead, "process", "processes"), timeline.Dur(res.ArgsTook))
+	}
 	where, in := whereOf(res)
 	msg += in
 	r.rec.RecordOf(timeline.StageMatch, timeline.StepMatch, msg, timeline.Matched{
 		Matched: res.Live(), ByPath: res.Counts[match.ByPath], ByDeleted: res.Counts[match.ByDeleted],
 		ByUnder: res.Counts[match.ByUnder], Descendants: res.Counts[match.ByDescendant],
-		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from, Where: where})
+		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from, Where: where,
+		ReadMS: ms(res.ReadTook), ArgsRead: res.ArgsRead, ArgsMS: ms(res.ArgsTook)})
 	r.out.Hidden = res.Hidden
 	if len(res.Hidden) > 0 {
 		var pids []int
