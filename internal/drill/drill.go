@@ -256,7 +256,7 @@ func (c *chain) start(shape string, size int) error {
 		"--deadline", strconv.FormatInt(time.Now().Add(lifetime).Unix(), 10), "--interval", "100ms")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOGC=400")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	gate, err := cmd.StdinPipe()
+	held, err := cmd.StdinPipe() // the fixture waits on it (--gate) until it is in its group
 	if err != nil {
 		return err
 	}
@@ -276,11 +276,11 @@ func (c *chain) start(shape string, size int) error {
 	}
 	if err != nil {
 		unix.Kill(c.leader, unix.SIGKILL)
-		gate.Close()
+		held.Close()
 		return fmt.Errorf("cap the drill's chain: %w", err)
 	}
-	_, err = gate.Write([]byte{1})
-	gate.Close()
+	_, err = held.Write([]byte{1})
+	held.Close()
 	return err
 }
 
@@ -469,8 +469,6 @@ func userProcesses() int {
 	}
 	return n
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func head(p []int, n int) []int {
 	if len(p) > n {

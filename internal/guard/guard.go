@@ -6,8 +6,10 @@
 // write with a builtin) and from a unix socket (which 'freeze --path'
 // hands over to), runs them one after another, and logs each.
 //
-// The package knows nothing of the stop order: the command gives it a
-// Runner, the same code a freeze command line runs.
+// The stop order comes from the command: it gives the guard a Runner,
+// the same code a freeze command line runs. What the guard keeps of its
+// own is the resident (resident.go): a spare gate loaded ahead, memory
+// locked, the kernel's types read.
 package guard
 
 import (

@@ -57,8 +57,8 @@ func (n *Notifier) Watchdog(stop <-chan struct{}) {
 	every(n.every, stop, func() { n.Send("WATCHDOG=1") })
 }
 
-// every calls f every d until stop is closed: the guard's periodic work
-// (the heartbeat, the watchdog, the automatic mode's look).
+// every calls f every d until stop is closed: the guard's heartbeat and
+// the watchdog (the automatic mode keeps a ticker of its own, auto.go).
 func every(d time.Duration, stop <-chan struct{}, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()

@@ -18,7 +18,7 @@ import (
 // enough.
 type Resident struct {
 	spare *gate.Gate
-	// GateOK and GateWhy are what the probe said at Settle-in.
+	// GateOK and GateWhy are what the probe said when NewResident armed it.
 	GateOK  bool
 	GateWhy string
 }

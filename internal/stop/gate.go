@@ -35,15 +35,12 @@ func (r *run) gate() error {
 		return nil // a spare in r.c.Gate is closed at the end of Run
 	}
 	files, note := gateFiles(r.c.Spec, r.c.Force)
-	// The gate stops. FREEZE_GATE_ACTION=kill makes a run that is going
-	// to kill the chain (not --hold) let the gate kill it instead, each
-	// process at its next fork or exec. Measured against the stop in one
-	// run (README, "The gate"): faster on churn-3000, the same on
-	// bomb-2000, slower on tree-3000 (the scan then races thousands of
-	// deaths), so stopping stays the default and the order stays freeze,
-	// then kill.
-	// Never with --arg: the gate holds the file's every process at
-	// first, decoys included, and a decoy is only ever paused.
+	// The gate stops. FREEZE_GATE_ACTION=kill (for the benchmark; the
+	// README's "The gate" says why stopping stays the default) lets the
+	// gate kill each process at its next fork or exec instead, in a run
+	// that kills anyway: not with --hold, and never with --arg, where
+	// the gate holds the file's every process at first, decoys included,
+	// and a decoy is only ever paused.
 	kill := !r.c.Hold && len(r.c.Spec.Args) == 0 && os.Getenv("FREEZE_GATE_ACTION") == "kill"
 	// FREEZE_GATE_FORM picks the form (auto, lsm, fmod_ret, tp_btf): for
 	// the benchmark and the VM matrix, which measure each form on one

@@ -70,7 +70,8 @@ type Config struct {
 	RevokeExec bool
 	Disposable []string
 	Force      bool
-	// Interrupt carries SIGINT and SIGTERM from the command. The run looks
+	// Interrupt carries SIGINT, SIGTERM and SIGHUP (incident catches
+	// them for the run's length). The run looks
 	// at it between steps and between rounds, never inside one: it ends
 	// the run with what is frozen still frozen, and records where.
 	Interrupt <-chan os.Signal
