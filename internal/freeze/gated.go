@@ -26,8 +26,7 @@ type gated struct {
 	files bool
 	// inner is the group that holds, with --hold or a reused group; nil
 	// when the run kills straight from the gate.
-	inner  Group
-	marked map[proc.ID]bool
+	inner Group
 	// lineage is the gate's lineage count at the last Populated.
 	lineage uint64
 }
@@ -36,7 +35,7 @@ type gated struct {
 // where an earlier --hold left a group for name, the gated set is also
 // moved into a group opened as Open(fs, Auto, name) would.
 func OpenGated(fs proc.FS, gt *gate.Gate, hold bool, name string) (Group, string, error) {
-	g := &gated{gate: gt, files: gt.Files > 0, marked: map[proc.ID]bool{}}
+	g := &gated{gate: gt, files: gt.Files > 0}
 	if c, err := gt.Counters(); err == nil {
 		g.lineage = c.Lineage
 	}
@@ -101,7 +100,7 @@ func (g *gated) Snapshot() (func(match.Proc) bool, error) {
 		return g.inner.Snapshot()
 	}
 	return func(p match.Proc) bool {
-		return (g.files && p.Reason == match.ByPath) || g.marked[p.ID]
+		return (g.files && p.Reason == match.ByPath) || g.gate.Marked(p.ID)
 	}, nil
 }
 
@@ -110,7 +109,6 @@ func (g *gated) Move(h *proc.Handle) error {
 	if err := g.gate.Mark(h); err != nil {
 		return err
 	}
-	g.marked[h.ID] = true
 	if g.inner != nil {
 		return g.inner.Move(h)
 	}

@@ -82,6 +82,7 @@ enum {
 	C_KILLED,         // processes the kill iterator signalled
 	C_FORK_REFUSED,   // clone-family calls of the chain refused (refusing form)
 	C_EXEC_REFUSED,   // exec-family calls of the chain refused (refusing form)
+	C_MARKED,         // processes the mark iterator marked
 	C_MAX,
 };
 
@@ -123,7 +124,8 @@ struct {
 // chain named with --arg is held by its file (every process running it,
 // at once), and the scan then frees each whose argv matched no --arg (a
 // decoy). Never gated again, whatever its file or mark. Set on the
-// thread group leader, by pidfd.
+// thread group leader, by pidfd; a freed process's children are born
+// freed (gate_fork).
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -203,15 +205,17 @@ static __always_inline int never(struct task_struct *t)
 	return bpf_task_storage_get(&freed, t->group_leader, 0, 0) != 0;
 }
 
-// hold marks t, stops it (or kills it: action), and notes when its
-// process was first stopped.
+// hold marks t, notes when its process was first stopped, then stops it
+// (or kills it: action). The note comes first: freeze frees a process,
+// then reads the note to know whether to continue it, and a stop sent
+// before the note would be missed by that read.
 static __always_inline void hold(struct task_struct *t)
 {
 	bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	bpf_send_signal(action);
 	__u64 *at = bpf_task_storage_get(&stopped_at, t->group_leader, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (at && !*at)
 		*at = bpf_ktime_get_boot_ns();
+	bpf_send_signal(action);
 }
 
 // marked reports whether t, or its thread group's leader, was marked.
@@ -263,6 +267,13 @@ int BPF_PROG(gate_sys_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(gate_fork, struct task_struct *parent, struct task_struct *child)
 {
+	if (bpf_task_storage_get(&freed, parent->group_leader, 0, 0)) {
+		// A freed process's children are freed too: a decoy's fork runs
+		// the chain's file until it execs, and must never be marked by
+		// file (the mark iterator) or stopped.
+		bpf_task_storage_get(&freed, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		return 0;
+	}
 	if (!in_chain(parent))
 		return 0;
 	if (bpf_task_storage_get(&gated, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
@@ -408,6 +419,27 @@ int gate_kill(struct bpf_iter__task *ctx)
 		*k = 1;
 		count(C_KILLED);
 	}
+	return 0;
+}
+
+// The mark: one pass over every task, marking each process the gate
+// holds by its file. A chain named with --arg is held by file until the
+// scan has read argv; its decoys are then freed, and this marks the rest
+// (the chain) in one system call, before the gate forgets the file:
+// 2,000 marks by pidfd took 25 ms.
+SEC("iter/task")
+int gate_mark(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	if (!t || t->pid != t->tgid || t->exit_state)
+		return 0;
+	if (never(t) || marked(t))
+		return 0;
+	struct mm_struct *mm = t->mm;
+	if (!mm || !is_target(mm->exe_file) || !owner_ok(t))
+		return 0;
+	if (bpf_task_storage_get(&gated, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		count(C_MARKED);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"golang.org/x/sys/unix"
 	"os"
@@ -522,15 +523,25 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 		Command: []string{"/bin/sh", "-c", loop}})
 	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second,
 		Command: []string{"/bin/sh", "-c", "exec " + c.Path + " -c '" + loop + "'"}})
-	// The decoy's exec of the file must be done before the gate, or the
-	// gate stops it there as a new hop of the chain.
+	// A process of the chain's file that never forks: the stop never
+	// holds it, the mark iterator must mark it.
+	fifo := filepath.Join(t.TempDir(), "never")
+	if err := mkfifo(fifo); err != nil {
+		t.Fatal(err)
+	}
+	idle := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "idler", Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second,
+		Command: []string{"/bin/sh", "-c", "exec " + c.Path + " -c 'read x < " + fifo + "'"}})
+	// The decoy's and the idler's exec of the file must be done before
+	// the gate, or the gate stops them there as a new hop of the chain.
 	end := time.Now().Add(30 * time.Second)
 	for {
-		if exe, _, _ := proc.Default.ExePath(decoy.Leader); exe == c.Path {
+		exe, _, _ := proc.Default.ExePath(decoy.Leader)
+		idleExe, _, _ := proc.Default.ExePath(idle.Leader)
+		if exe == c.Path && idleExe == c.Path {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatal("the decoy did not exec the chain's file in 30 s")
+			t.Fatal("the decoy and the idler did not exec the chain's file in 30 s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -557,30 +568,64 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 		t.Cleanup(func() { h.Close() })
 		return h
 	}
-	for _, pid := range c.Survivors() {
-		if err := g.Mark(open(pid)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := g.Forget(); err != nil {
-		t.Fatal(err)
-	}
 	// The decoy and what it started (a /bin/true born after the attach
-	// is marked by lineage and stopped at its exec).
+	// is marked by lineage and stopped at its exec) go first, as freeze
+	// lets them go: then what the gate holds by file is the chain.
+	// The leader first, as freeze frees a decoy before what it started:
+	// a child it forks once freed is born freed. What it forked before
+	// (a fork in flight when the gate attached completes later) is found
+	// by looking again, as freeze scans again while the gate's lineage
+	// count moves.
 	var heldFor time.Duration
-	for _, pid := range decoy.Survivors() {
-		h := open(pid)
-		if pid == decoy.Leader && !g.Gated(h) && states([]int{pid})[pid] == 'T' {
-			t.Errorf("the stopped decoy is not marked in the gate")
+	freed := map[int]bool{}
+	for round := range 5 {
+		if round > 0 {
+			time.Sleep(20 * time.Millisecond)
 		}
-		d, err := g.Free(h)
-		if err != nil {
-			t.Fatal(err)
+		for _, pid := range append([]int{decoy.Leader}, decoy.Survivors()...) {
+			if freed[pid] {
+				continue
+			}
+			freed[pid] = true
+			st, err := proc.Default.ReadStat(pid)
+			if err != nil {
+				continue // gone: a /bin/true continued in an earlier round
+			}
+			h, err := proc.Default.Open(st.ID())
+			if err != nil {
+				continue
+			}
+			defer h.Close()
+			if pid == decoy.Leader && !g.Gated(h) && states([]int{pid})[pid] == 'T' {
+				t.Errorf("the stopped decoy is not marked in the gate")
+			}
+			d, err := g.Free(h)
+			if err != nil && !errors.Is(err, proc.ErrGone) {
+				t.Fatal(err)
+			}
+			heldFor = max(heldFor, d)
 		}
-		heldFor = max(heldFor, d)
 	}
 	if heldFor <= 0 {
 		t.Errorf("Free reports no time held for a decoy the gate stopped")
+	}
+	// The chain's processes of the file, marked in one pass; where the
+	// mark iterator is missing, one by one.
+	if n, err := g.MarkByFile(); errors.Is(err, ErrMissing) {
+		for _, pid := range c.Survivors() {
+			if err := g.Mark(open(pid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	} else if h := open(c.Leader); !g.Gated(h) || !g.Gated(open(idle.Leader)) || n < 1 {
+		// The leader, held by the stop, was marked then; the idler only
+		// by the iterator.
+		t.Fatalf("the mark iterator marked %d; the chain's leader marked %v, the idler %v", n, g.Gated(h), g.Gated(open(idle.Leader)))
+	}
+	if err := g.Forget(); err != nil {
+		t.Fatal(err)
 	}
 	// Freed, the decoy forks again: its children keep changing.
 	seen := map[int]bool{}
@@ -596,7 +641,18 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 			}
 		}
 		if time.Now().After(end) {
-			t.Fatalf("the freed decoy started %d processes in 30 s (state %v): still held", fresh, states([]int{decoy.Leader}))
+			var who []string
+			for _, pid := range decoy.Survivors() {
+				st, _ := proc.Default.ReadStat(pid)
+				exe, _, _ := proc.Default.ExePath(pid)
+				h := open(pid)
+				var fr uint32
+				var at uint64
+				fe := g.ld.maps["freed"].Lookup(uint32(h.FD()), &fr)
+				g.ld.maps["stopped_at"].Lookup(uint32(h.FD()), &at)
+				who = append(who, fmt.Sprintf("%d (ppid %d, %c, %s, seen %v, gated %v, freed %v, stopped_at %d)", pid, st.PPID, st.State, exe, seen[pid], g.Gated(h), fe == nil, at))
+			}
+			t.Fatalf("the freed decoy started %d processes in 30 s: still held; its group: %s; freed %v", fresh, strings.Join(who, "; "), freed)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -63,6 +63,7 @@ const (
 	gateProgGateFork         = "gate_fork"
 	gateProgGateIdent        = "gate_ident"
 	gateProgGateKill         = "gate_kill"
+	gateProgGateMark         = "gate_mark"
 	gateProgGateSysEnter     = "gate_sys_enter"
 	gateProgGateTaskAlloc    = "gate_task_alloc"
 	gateProgGateTaskAllocRet = "gate_task_alloc_ret"
@@ -122,6 +123,7 @@ type gateProgramSpecs struct {
 	GateFork         *ebpf.ProgramSpec `ebpf:"gate_fork"`
 	GateIdent        *ebpf.ProgramSpec `ebpf:"gate_ident"`
 	GateKill         *ebpf.ProgramSpec `ebpf:"gate_kill"`
+	GateMark         *ebpf.ProgramSpec `ebpf:"gate_mark"`
 	GateSysEnter     *ebpf.ProgramSpec `ebpf:"gate_sys_enter"`
 	GateTaskAlloc    *ebpf.ProgramSpec `ebpf:"gate_task_alloc"`
 	GateTaskAllocRet *ebpf.ProgramSpec `ebpf:"gate_task_alloc_ret"`
@@ -222,6 +224,7 @@ type gatePrograms struct {
 	GateFork         *ebpf.Program `ebpf:"gate_fork"`
 	GateIdent        *ebpf.Program `ebpf:"gate_ident"`
 	GateKill         *ebpf.Program `ebpf:"gate_kill"`
+	GateMark         *ebpf.Program `ebpf:"gate_mark"`
 	GateSysEnter     *ebpf.Program `ebpf:"gate_sys_enter"`
 	GateTaskAlloc    *ebpf.Program `ebpf:"gate_task_alloc"`
 	GateTaskAllocRet *ebpf.Program `ebpf:"gate_task_alloc_ret"`
@@ -237,6 +240,7 @@ func (p *gatePrograms) Close() error {
 		p.GateFork,
 		p.GateIdent,
 		p.GateKill,
+		p.GateMark,
 		p.GateSysEnter,
 		p.GateTaskAlloc,
 		p.GateTaskAllocRet,

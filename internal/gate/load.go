@@ -36,6 +36,7 @@ var sections = map[string]string{
 	"gate_bprm_check_ret": "fmod_ret/security_bprm_check",
 	"gate_ident":          "iter/task_file (identity reader)",
 	"gate_kill":           "iter/task (kill iterator)",
+	"gate_mark":           "iter/task (mark iterator)",
 	"gate_tasks":          "iter/task (scan iterator)",
 	"count_sys_enter":     "tp_btf/sys_enter (fork counter)",
 }

@@ -61,6 +61,10 @@ type Proc struct {
 	State  byte
 	Reason Reason
 	Exe    string // the file it runs; empty for descendants
+	// OfFile: it runs a target file (its owner and place allowed),
+	// whatever its Reason: with --arg, a process of the file below a
+	// match is a descendant.
+	OfFile bool
 }
 
 // Zombie is an exited process of the chain whose parent has not reaped it.
@@ -191,6 +195,7 @@ type node struct {
 	reason    Reason // 0: not (yet) in the set
 	in        bool   // in the set: matched, or a descendant (zombies too)
 	passed    bool   // runs a target by file, but its argv matched no --arg
+	ofFile    bool   // runs a target by file, its owner and place allowed
 	// cand: runs a target by file (this reason), its argv not read yet:
 	// with --arg and descendants, argv is read only where no ancestor
 	// matched (decideArgs).
@@ -255,7 +260,7 @@ func (s *Scanner) Scan() (Result, error) {
 			continue
 		}
 		if n.reason != 0 {
-			res.Procs = append(res.Procs, Proc{ID: proc.ID{PID: n.pid, Start: n.start}, PPID: n.ppid, State: n.state, Reason: n.reason, Exe: n.exe})
+			res.Procs = append(res.Procs, Proc{ID: proc.ID{PID: n.pid, Start: n.start}, PPID: n.ppid, State: n.state, Reason: n.reason, Exe: n.exe, OfFile: n.ofFile})
 			res.Counts[n.reason]++
 		}
 	}
@@ -437,6 +442,7 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 	r, exe, err := s.matchExe(pid, f, ferr)
 	if r != 0 && s.matchUID(pid) {
 		place, in := s.matchScope(pid)
+		n.ofFile = in
 		switch {
 		case !in:
 		case s.deferArgs():

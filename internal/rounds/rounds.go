@@ -160,8 +160,12 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 		killReached = c.Group.KillReachesAll()
 	}
 	// wait: what the round waits to see dead. Members of a group that
-	// reports its population are waited for through it; the rest one by
-	// one (the gate's set is in no group).
+	// holds them (a cgroup), populated, are waited for through it; the
+	// rest one by one. The gate's set is in no group: its Populated says
+	// a child was born, not that members are left, and a round 1 that
+	// trusted it waited for none and left the deaths to a second round
+	// that signalled all 1,885 again.
+	direct := !populated || !c.Group.Holds()
 	var wait []proc.ID
 	for i, p := range res.Procs {
 		if i%256 == 0 {
@@ -171,7 +175,7 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 		if in {
 			r.Inside++
 		}
-		if !in || !populated {
+		if !in || direct {
 			wait = append(wait, p.ID)
 		}
 		if in && killReached && !groupKilled[p.ID] {

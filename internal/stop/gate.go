@@ -60,7 +60,7 @@ func (r *run) gate() error {
 	r.gateOn = g
 	if r.byArg = len(r.c.Spec.Args) > 0 && g.Files > 0; r.byArg {
 		// Each decoy goes as soon as the scan has decided it.
-		r.lg = newLetGo()
+		r.lg = newLetGo(g)
 		r.scanner.OnPassed(r.free)
 	}
 	r.out.GatePrograms = g.ProgramIDs()

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
@@ -35,12 +36,30 @@ func (r *run) letGo() error {
 	for scan := 1; ; scan++ {
 		lg.rec.Scans = scan
 		fresh := 0
+		// The decoys first: the mark iterator must not mark them.
+		for _, p := range res.Passed {
+			if !lg.freed[p.ID] {
+				fresh++
+				r.free(p)
+			}
+		}
+		byIter := false
+		if scan == 1 {
+			// What the gate holds by file is now the chain: marked in
+			// one pass in the kernel where the mark iterator loaded.
+			n, err := g.MarkByFile()
+			byIter, lg.rec.ByIterator = err == nil, n
+		}
 		for _, p := range res.Procs {
 			if lg.marked[p.ID] {
 				continue
 			}
 			lg.marked[p.ID] = true
 			fresh++
+			if byIter && p.OfFile {
+				g.NoteMarked(p.ID)
+				continue
+			}
 			h, err := r.c.FS.Open(p.ID)
 			if err != nil {
 				lg.note(err)
@@ -55,13 +74,7 @@ func (r *run) letGo() error {
 				return r.letGoFailed(err)
 			}
 		}
-		for _, p := range res.Passed {
-			if !lg.freed[p.ID] {
-				fresh++
-				r.free(p)
-			}
-		}
-		if fresh == 0 && scan > 1 || scan == letGoScans {
+		if fresh == 0 && scan > 1 || scan == letGoScans || scan == 1 && lg.nothingNew(g) {
 			break
 		}
 		var err error
@@ -74,8 +87,8 @@ func (r *run) letGo() error {
 	rec := &lg.rec
 	rec.Marked, rec.LetGo, rec.Stopped, rec.TookMS = len(lg.marked), len(lg.freed), len(rec.Held), ms(time.Since(lg.t0))
 	sort.Slice(rec.Held, func(i, j int) bool { return rec.Held[i].HeldMS > rec.Held[j].HeldMS })
-	msg := fmt.Sprintf("argv read with the file held: %s named by --arg now held by mark; let go %s whose argv names none (and what they started)",
-		match.Count(rec.Marked, "process", "processes"), match.Count(rec.LetGo, "process", "processes"))
+	msg := fmt.Sprintf("argv read with the file held: %s named by --arg now held by mark (%d marked by the mark iterator in one pass); let go %s whose argv names none (and what they started)",
+		match.Count(rec.Marked, "process", "processes"), rec.ByIterator, match.Count(rec.LetGo, "process", "processes"))
 	switch {
 	case rec.LetGo == 0:
 	case rec.Stopped == 0:
@@ -98,13 +111,27 @@ func (r *run) letGo() error {
 // soon as it is decided (match.Scanner.OnPassed), before letGo runs.
 type letGoState struct {
 	t0     time.Time // the gate's attach
+	before gate.Counters
 	marked map[proc.ID]bool
 	freed  map[proc.ID]bool
 	rec    timeline.LetGo
 }
 
-func newLetGo() *letGoState {
-	return &letGoState{t0: time.Now(), marked: map[proc.ID]bool{}, freed: map[proc.ID]bool{}}
+// newLetGo is called once the gate is attached, before the first scan.
+func newLetGo(g *gate.Gate) *letGoState {
+	lg := &letGoState{t0: time.Now(), marked: map[proc.ID]bool{}, freed: map[proc.ID]bool{}}
+	lg.before, _ = g.Counters()
+	return lg
+}
+
+// nothingNew reports, once the gate has forgotten the file, that no
+// process came into the gate's set since before the first scan: none
+// exec'd the file, none was born of a gated process. Every process the
+// gate holds was then in that scan, and a second is not needed (it cost
+// 26 ms of a 600 ms run against 2,000).
+func (lg *letGoState) nothingNew(g *gate.Gate) bool {
+	c, err := g.Counters()
+	return err == nil && c.TargetExecs == lg.before.TargetExecs && c.Lineage == lg.before.Lineage
 }
 
 func (lg *letGoState) note(err error) {

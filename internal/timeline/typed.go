@@ -113,9 +113,12 @@ type GateAttached struct {
 // gate held every process of the file while the scan read their argv;
 // the matches are then held by mark, and the others let go.
 type LetGo struct {
-	Marked  int `json:"marked"`  // matches marked in the gate
-	LetGo   int `json:"let_go"`  // processes let go: the file's, no --arg in their argv, and theirs
-	Stopped int `json:"stopped"` // of those, how many the gate had stopped (each continued)
+	Marked int `json:"marked"` // matches marked in the gate
+	// ByIterator of them were marked by the mark iterator in one pass
+	// (the processes of the file); the rest one by one, by pidfd.
+	ByIterator int `json:"by_iterator"`
+	LetGo      int `json:"let_go"`  // processes let go: the file's, no --arg in their argv, and theirs
+	Stopped    int `json:"stopped"` // of those, how many the gate had stopped (each continued)
 	// Held is how long each stopped one was held, in milliseconds, by
 	// pid; HeldMaxMS the longest.
 	Held      []Held   `json:"held,omitempty"`
