@@ -988,6 +988,9 @@ func liftTable(order []key, groups map[key][]Result) string {
 	for _, k := range order {
 		var cpu, wall, gate []float64
 		for _, r := range groups[k] {
+			if r.LiftMS < 0 {
+				continue // a guard's: lifted when the guard started, long before
+			}
 			if r.LiftCPUMS > 0 {
 				cpu, wall = append(cpu, r.LiftCPUMS), append(wall, r.LiftMS)
 			}

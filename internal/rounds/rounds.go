@@ -69,6 +69,10 @@ type Round struct {
 	Inside   int // of which in the frozen set
 	Signaled int // SIGKILLs sent by pidfd
 	GroupErr string
+	// KillTook is how long the group's own kill took (cgroup.kill, the
+	// v1 freezer's round, the gate's iterator): a stalled round shows
+	// whether it was stuck there (#34).
+	KillTook time.Duration
 	Took     time.Duration
 }
 
@@ -154,11 +158,13 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 	// The group's own kill first, whenever anything is alive: a cgroup's
 	// kill of what it holds, the gate's of everything it gates (which
 	// need not be in any group).
+	k0 := time.Now()
 	if err := c.Group.Kill(); err != nil {
 		r.GroupErr = err.Error()
 	} else {
 		killReached = c.Group.KillReachesAll()
 	}
+	r.KillTook = time.Since(k0)
 	// wait: what the round waits to see dead. Members of a group that
 	// holds them (a cgroup), populated, are waited for through it; the
 	// rest one by one. The gate's set is in no group: its Populated says

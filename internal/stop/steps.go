@@ -336,8 +336,8 @@ func (r *run) kill() error {
 			// rest (a 32-bit process, which the stop at sys_enter misses).
 			r.gateOn.StartRest()
 		}
-		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, n.Signaled, timeline.Dur(n.Took)),
-			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "took_ms": ms(n.Took)})
+		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s, the group's kill %v), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, timeline.Dur(n.KillTook), n.Signaled, timeline.Dur(n.Took)),
+			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "kill_ms": ms(n.KillTook), "took_ms": ms(n.Took)})
 	})
 	r.out.Survivors, r.out.Zombies = ko.Survivors, ko.Zombies
 	switch {
