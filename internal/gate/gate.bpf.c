@@ -73,8 +73,9 @@ const volatile __u32 action = SIGSTOP;
 #define NR_execveat 322
 #define NR_clone3 435
 
-// Counters, one slot each (index names in gate.go).
-enum {
+// Counters, one slot each. bpf2go generates the names in Go from this
+// enum (-type counter), so gate.go reads each slot by its name.
+enum counter {
 	C_FORK_STOPPED,   // clone-family calls of the chain stopped or refused
 	C_EXEC_STOPPED,   // exec-family calls of the chain stopped or refused
 	C_TARGET_EXEC,    // execs of a target file by a task not yet gated, stopped or refused
@@ -85,6 +86,9 @@ enum {
 	C_MARKED,         // processes the mark iterator marked
 	C_MAX,
 };
+
+// Keeps the enum in the object's BTF, for bpf2go's Go constants.
+const enum counter *unused_counter __attribute__((unused));
 
 struct file_id {
 	__u64 ino;

@@ -623,26 +623,21 @@ func (g *Gate) MarkByFile() (int, error) {
 	if g.mark == nil {
 		return 0, fmt.Errorf("the mark iterator: %w", ErrMissing)
 	}
-	before, err := g.counter(cMarked)
+	before, err := g.counter(gateCounterC_MARKED)
 	if err != nil {
 		return 0, err
 	}
 	if err := runIter(g.mark); err != nil {
 		return 0, fmt.Errorf("the mark iterator: %w", err)
 	}
-	after, err := g.counter(cMarked)
+	after, err := g.counter(gateCounterC_MARKED)
 	return int(after - before), err
 }
 
-// C_KILLED's and C_MARKED's slots in the counters (gate.bpf.c).
-const (
-	cKilled = 4
-	cMarked = 7
-)
-
-func (g *Gate) counter(i uint32) (uint64, error) {
+// counter reads one slot of the counters, by its name in gate.bpf.c.
+func (g *Gate) counter(slot gateCounter) (uint64, error) {
 	var v uint64
-	if err := g.counters.Lookup(i, &v); err != nil {
+	if err := g.counters.Lookup(uint32(slot), &v); err != nil {
 		return 0, fmt.Errorf("gate counters: %w", err)
 	}
 	return v, nil
@@ -674,26 +669,36 @@ func (g *Gate) KillAll() (int, error) {
 	if g.kill == nil {
 		return 0, fmt.Errorf("the kill iterator: %w", ErrMissing)
 	}
-	before, err := g.counter(cKilled)
+	before, err := g.counter(gateCounterC_KILLED)
 	if err != nil {
 		return 0, err
 	}
 	if err := runIter(g.kill); err != nil {
 		return 0, fmt.Errorf("the kill iterator: %w", err)
 	}
-	after, err := g.counter(cKilled)
+	after, err := g.counter(gateCounterC_KILLED)
 	return int(after - before), err
 }
 
 // Counters reads the counters.
 func (g *Gate) Counters() (Counters, error) {
-	var v [7]uint64
-	for i := range v {
-		if err := g.counters.Lookup(uint32(i), &v[i]); err != nil {
-			return Counters{}, fmt.Errorf("gate counters: %w", err)
+	var c Counters
+	for slot, field := range map[gateCounter]*uint64{
+		gateCounterC_FORK_STOPPED: &c.ForksStopped,
+		gateCounterC_EXEC_STOPPED: &c.ExecsStopped,
+		gateCounterC_TARGET_EXEC:  &c.TargetExecs,
+		gateCounterC_LINEAGE:      &c.Lineage,
+		gateCounterC_KILLED:       &c.Killed,
+		gateCounterC_FORK_REFUSED: &c.ForksRefused,
+		gateCounterC_EXEC_REFUSED: &c.ExecsRefused,
+	} {
+		v, err := g.counter(slot)
+		if err != nil {
+			return Counters{}, err
 		}
+		*field = v
 	}
-	return Counters{ForksStopped: v[0], ExecsStopped: v[1], TargetExecs: v[2], Lineage: v[3], Killed: v[4], ForksRefused: v[5], ExecsRefused: v[6]}, nil
+	return c, nil
 }
 
 // Detach switches the gate off; the processes it stopped stay stopped.

@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type gateCounter uint32
+
+const (
+	gateCounterC_FORK_STOPPED gateCounter = 0
+	gateCounterC_EXEC_STOPPED gateCounter = 1
+	gateCounterC_TARGET_EXEC  gateCounter = 2
+	gateCounterC_LINEAGE      gateCounter = 3
+	gateCounterC_KILLED       gateCounter = 4
+	gateCounterC_FORK_REFUSED gateCounter = 5
+	gateCounterC_EXEC_REFUSED gateCounter = 6
+	gateCounterC_MARKED       gateCounter = 7
+	gateCounterC_MAX          gateCounter = 8
+)
+
 type gateFdRec struct {
 	_   structs.HostLayout
 	Ino uint64
@@ -70,6 +84,7 @@ const (
 	gateProgGateTasks        = "gate_tasks"
 	gateVarAction            = "action"
 	gateVarSelfTgid          = "self_tgid"
+	gateVarUnusedCounter     = "unused_counter"
 	gateVarUnusedFdRec       = "unused_fd_rec"
 	gateVarUnusedTaskRec     = "unused_task_rec"
 )
@@ -152,6 +167,7 @@ type gateMapSpecs struct {
 type gateVariableSpecs struct {
 	Action        *ebpf.VariableSpec `ebpf:"action"`
 	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
+	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedFdRec   *ebpf.VariableSpec `ebpf:"unused_fd_rec"`
 	UnusedTaskRec *ebpf.VariableSpec `ebpf:"unused_task_rec"`
 }
@@ -209,6 +225,7 @@ func (m *gateMaps) Close() error {
 type gateVariables struct {
 	Action        *ebpf.Variable `ebpf:"action"`
 	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
+	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedFdRec   *ebpf.Variable `ebpf:"unused_fd_rec"`
 	UnusedTaskRec *ebpf.Variable `ebpf:"unused_task_rec"`
 }

@@ -3,4 +3,4 @@ package gate
 // The compiled object and the Go that loads it are checked in, so that
 // building freeze needs no clang. .ci/run regenerates them and fails if
 // anything changes.
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64 -type file_id -type task_rec -type fd_rec gate gate.bpf.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target amd64 -type file_id -type task_rec -type fd_rec -type counter gate gate.bpf.c

@@ -281,10 +281,10 @@ func (r *run) grow() error {
 	r.scanner.Prime(r.res) // round 1 acts on the match's scan
 	res, err := freeze.Grow(r.c.FS, r.scanner, g, r.deadline, r.interrupted, func(n freeze.Round) {
 		last = n
-		r.rec.Record(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone, frozen=%v (%v)",
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone, frozen=%v (%v)",
 			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, timeline.Dur(n.Took)),
-			timeline.F{"round": n.N, "matched": n.Matched, "outside": n.Outside, "moved": n.Moved, "gone": n.Gone,
-				"reused_pids": n.Reused, "frozen": n.Frozen, "took_ms": ms(n.Took)})
+			timeline.FreezeRound{Round: n.N, Matched: n.Matched, Outside: n.Outside, Moved: n.Moved, Gone: n.Gone,
+				ReusedPIDs: n.Reused, Frozen: n.Frozen, TookMS: ms(n.Took)})
 	})
 	r.res, r.out.Matched = res, res.Live()
 	switch {
@@ -327,8 +327,8 @@ func (r *run) kill() error {
 		if p.Group {
 			held = "; the group still holds members"
 		}
-		r.rec.Record(timeline.StageKill, timeline.StepKillProgress, fmt.Sprintf("round %d, %v in: %d alive at its scan, %d signalled by pidfd so far, %d of %d waited for gone%s", p.N, timeline.Dur(p.Took), p.Live, p.Signaled, p.Gone, p.Waiting, held),
-			timeline.F{"round": p.N, "live": p.Live, "signaled": p.Signaled, "waiting": p.Waiting, "gone": p.Gone, "group_populated": p.Group, "took_ms": ms(p.Took)})
+		r.rec.RecordOf(timeline.StageKill, timeline.StepKillProgress, fmt.Sprintf("round %d, %v in: %d alive at its scan, %d signalled by pidfd so far, %d of %d waited for gone%s", p.N, timeline.Dur(p.Took), p.Live, p.Signaled, p.Gone, p.Waiting, held),
+			timeline.KillProgress{Round: p.N, Live: p.Live, Signaled: p.Signaled, Waiting: p.Waiting, Gone: p.Gone, GroupPopulated: p.Group, TookMS: ms(p.Took)})
 	}
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted, Progress: progress}, func(n rounds.Round) {
 		if n.N == 2 && r.gateOn != nil {
@@ -336,8 +336,8 @@ func (r *run) kill() error {
 			// rest (a 32-bit process, which the stop at sys_enter misses).
 			r.gateOn.StartRest()
 		}
-		r.rec.Record(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s, the group's kill %v), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, timeline.Dur(n.KillTook), n.Signaled, timeline.Dur(n.Took)),
-			timeline.F{"round": n.N, "live": n.Live, "inside": n.Inside, "signaled": n.Signaled, "group_err": n.GroupErr, "kill_ms": ms(n.KillTook), "took_ms": ms(n.Took)})
+		r.rec.RecordOf(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s, the group's kill %v), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, timeline.Dur(n.KillTook), n.Signaled, timeline.Dur(n.Took)),
+			timeline.KillRound{Round: n.N, Live: n.Live, Inside: n.Inside, Signaled: n.Signaled, GroupErr: n.GroupErr, KillMS: ms(n.KillTook), TookMS: ms(n.Took)})
 	})
 	r.out.Survivors, r.out.Zombies = ko.Survivors, ko.Zombies
 	switch {

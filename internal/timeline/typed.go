@@ -291,17 +291,34 @@ func (e Event) Decode(v any) error {
 
 // FreezeRound is one round of freezing growth (StepFreezeRound).
 type FreezeRound struct {
-	Round   int `json:"round"`
-	Matched int `json:"matched"`
-	Outside int `json:"outside"`
-	Moved   int `json:"moved"`
-	Gone    int `json:"gone"`
+	Round      int     `json:"round"`
+	Matched    int     `json:"matched"`
+	Outside    int     `json:"outside"`
+	Moved      int     `json:"moved"`
+	Gone       int     `json:"gone"`
+	ReusedPIDs int     `json:"reused_pids"`
+	Frozen     bool    `json:"frozen"`
+	TookMS     float64 `json:"took_ms"`
 }
 
 // KillRound is one kill round (StepKillRound).
 type KillRound struct {
-	Round    int `json:"round"`
-	Live     int `json:"live"`
-	Inside   int `json:"inside"`
-	Signaled int `json:"signaled"`
+	Round    int     `json:"round"`
+	Live     int     `json:"live"`
+	Inside   int     `json:"inside"`
+	Signaled int     `json:"signaled"`
+	GroupErr string  `json:"group_err"`
+	KillMS   float64 `json:"kill_ms"` // the group's own kill
+	TookMS   float64 `json:"took_ms"`
+}
+
+// KillProgress is where a long kill round stands (StepKillProgress).
+type KillProgress struct {
+	Round          int     `json:"round"`
+	Live           int     `json:"live"`
+	Signaled       int     `json:"signaled"`
+	Waiting        int     `json:"waiting"`
+	Gone           int     `json:"gone"`
+	GroupPopulated bool    `json:"group_populated"`
+	TookMS         float64 `json:"took_ms"`
 }
