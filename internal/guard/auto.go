@@ -349,8 +349,7 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 			if !v.Act && v.Live <= a.N {
 				continue // busy but small: not worth a log line every look
 			}
-			g.record(map[string]any{"event": "auto-look", "path": v.Path, "live": v.Live, "depth": v.Depth, "attempts": v.Attempts, "act": v.Act, "why": v.Why,
-				"uid": v.UID, "left_out": v.LeftOut, "container": v.Place.ID, "pod": v.Place.Pod, "runtime": v.Place.Runtime})
+			g.record("auto-look", autoLine(v))
 			if !v.Act {
 				a.decline(g, s, v)
 				continue
@@ -387,6 +386,13 @@ func (a *Auto) decline(g *Guard, s suspect, v Verdict) {
 	a.warned[s.key] = time.Now()
 	g.stats.declined()
 	g.c.Say(fmt.Sprintf("warning: auto: a growing chain it will not act on: %s in %s: %d alive, %d deep: %s", v.Path, match.OneLine(v.Place.String()), v.Live, v.Depth, v.Why))
-	g.record(map[string]any{"event": "auto-declined", "level": "warning", "path": v.Path, "live": v.Live, "depth": v.Depth, "uid": v.UID, "why": v.Why,
-		"container": v.Place.ID, "pod": v.Place.Pod, "runtime": v.Place.Runtime})
+	l := autoLine(v)
+	l.Level, l.Attempts, l.LeftOut = "warning", 0, 0
+	g.record("auto-declined", l)
+}
+
+// autoLine is the log's line for a verdict.
+func autoLine(v Verdict) *AutoLine {
+	return &AutoLine{Path: v.Path, Live: v.Live, Depth: v.Depth, Attempts: v.Attempts, Act: v.Act, Why: v.Why,
+		UID: v.UID, LeftOut: v.LeftOut, Container: v.Place.ID, Pod: v.Place.Pod, Runtime: v.Place.Runtime}
 }

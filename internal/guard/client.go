@@ -86,11 +86,7 @@ func AskFIFO(runDir string, words []string, within time.Duration) (Result, error
 		b, _ := os.ReadFile(logPath)
 		lines := strings.Split(string(b), "\n")
 		for _, line := range lines[min(seen, len(lines)):] {
-			var e struct {
-				Event, Outcome, Timeline, Source string
-				Exit                             int
-				Request                          []string
-			}
+			var e RequestLine
 			if json.Unmarshal([]byte(line), &e) != nil || e.Event != "request" || e.Source != "fifo" || !slices.Equal(e.Request, words) {
 				continue
 			}

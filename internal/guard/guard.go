@@ -233,7 +233,7 @@ func (g *Guard) Close() error {
 	os.Remove(filepath.Join(g.c.RunDir, HeartbeatName))
 	if g.lock != nil {
 		os.WriteFile(filepath.Join(g.c.RunDir, stateName), []byte(fmt.Sprintf("stopped %d\n", os.Getpid())), 0o600)
-		g.record(map[string]any{"event": "stop", "pid": os.Getpid()})
+		g.record("stop", &LifeLine{PID: os.Getpid()})
 		g.lock.Close()
 	}
 	if g.log != nil {
@@ -461,9 +461,9 @@ func (g *Guard) handle(r request) {
 		ew.Flush()
 		fmt.Fprintf(pc, "exit %d\n", res.Code)
 	}
-	g.record(map[string]any{"event": "request", "source": r.source, "uid": r.uid, "pid": r.pid, "request": r.words,
-		"exit": res.Code, "outcome": res.Outcome, "timeline": res.Timeline, "took_ms": float64(time.Since(t0).Microseconds()) / 1000,
-		"zero_ms": res.ZeroMS, "gate_forks": res.GateForks, "gate_execs": res.GateExecs})
+	g.record("request", &RequestLine{Source: r.source, UID: r.uid, PID: r.pid, Request: r.words,
+		Exit: res.Code, Outcome: res.Outcome, Timeline: res.Timeline, TookMS: float64(time.Since(t0).Microseconds()) / 1000,
+		ZeroMS: res.ZeroMS, GateForks: res.GateForks, GateExecs: res.GateExecs})
 	g.stats.add(res, time.Now())
 	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code, res.Outcome))
 }
@@ -480,23 +480,7 @@ func (g *Guard) refuse(r request, code int) {
 	if r.source == "fifo" {
 		g.ack(fmt.Sprintf("refused exit %d", code), r.line)
 	}
-	g.record(map[string]any{"event": "refused", "source": r.source, "uid": r.uid, "pid": r.pid, "line": r.line, "error": r.err.Error(), "exit": code})
-}
-
-// record appends one JSON line to the log.
-func (g *Guard) record(fields map[string]any) {
-	if g.log == nil {
-		return
-	}
-	fields["time"] = time.Now().UTC().Format(time.RFC3339Nano)
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return
-	}
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	g.log.Write(append(b, '\n'))
-	g.rotate()
+	g.record("refused", &RefusedLine{Source: r.source, UID: r.uid, PID: r.pid, Text: r.line, Error: r.err.Error(), Exit: code})
 }
 
 // maxLogSize bounds guard.log: past it the log is renamed guard.log.1
@@ -523,14 +507,9 @@ func (g *Guard) rotate() {
 	g.log = f
 }
 
-// Record appends an event of the command's own to the log.
-func (g *Guard) Record(event string, fields map[string]any) {
-	if fields == nil {
-		fields = map[string]any{}
-	}
-	fields["event"] = event
-	g.record(fields)
-}
+// Record appends a line of the command's own to the log: the armed
+// line, the watcher's census and reaped runs.
+func (g *Guard) Record(event string, v liner) { g.record(event, v) }
 
 // peerWrite bounds one write to a socket peer: a peer that stops reading
 // (the first audit: no write deadline) must not hold the run that prints

@@ -41,5 +41,5 @@ func (g *Guard) ledger() {
 		unclean = 1
 	}
 	g.c.Say(fmt.Sprintf("start: unclean=%d (the previous guard: %s)", unclean, prev))
-	g.record(map[string]any{"event": "start", "pid": os.Getpid(), "unclean": unclean, "previous": prev})
+	g.record("start", &LifeLine{PID: os.Getpid(), Unclean: unclean, Previous: prev})
 }

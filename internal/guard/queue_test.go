@@ -68,7 +68,7 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 	maxLogSize = 4096
 	g := &Guard{c: Config{RunDir: dir, Say: func(string) {}}, log: log}
 	for i := 0; i < 200; i++ {
-		g.Record("census", map[string]any{"n": i, "pad": strings.Repeat("x", 64)})
+		g.Record("census", &CensusLine{Processes: i, PidSpace: strings.Repeat("x", 64)})
 	}
 	g.log.Close()
 	cur, err := os.Stat(filepath.Join(dir, LogName))
@@ -82,7 +82,7 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 		t.Errorf("guard.log is %d bytes, past its bound of 4096 by more than a line", cur.Size())
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, LogName))
-	if !strings.Contains(string(b), `"n":199`) {
+	if !strings.Contains(string(b), `"processes":199`) {
 		t.Errorf("the last line is not in the current log")
 	}
 }

@@ -40,8 +40,8 @@ func NewResident(say func(string)) *Resident {
 }
 
 // Armed is the guard log's "armed" line.
-func (r *Resident) Armed() map[string]any {
-	return map[string]any{"gate": r.GateOK, "gate_why": r.GateWhy, "gate_loaded": r.spare != nil, "pid": os.Getpid()}
+func (r *Resident) Armed() *ArmedLine {
+	return &ArmedLine{Gate: r.GateOK, GateWhy: r.GateWhy, GateLoaded: r.spare != nil, PID: os.Getpid()}
 }
 
 // load loads a spare gate if there is none; without one, a request loads

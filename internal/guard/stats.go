@@ -78,14 +78,7 @@ func ReadStats(runDir string) (Stats, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
-		var e struct {
-			Event     string  `json:"event"`
-			Time      string  `json:"time"`
-			Outcome   string  `json:"outcome"`
-			ZeroMS    float64 `json:"zero_ms"`
-			GateForks uint64  `json:"gate_forks"`
-			GateExecs uint64  `json:"gate_execs"`
-		}
+		var e RequestLine
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Event != "request" {
 			continue
 		}

@@ -101,11 +101,11 @@ func (w *Watcher) Write(armed bool) error {
 }
 
 func (w *Watcher) logCensus(r *census.Report) {
-	var top []map[string]any
+	l := &CensusLine{Processes: r.Total, Load: r.Load, PidSpace: r.PidLine}
 	for _, row := range r.Rows[:min(5, len(r.Rows))] {
-		top = append(top, map[string]any{"exe": row.Exe, "count": row.Count, "orphaned": row.Orphaned, "appeared": row.Appeared, "vanished": row.Vanished, "suspect": row.Suspect})
+		l.Top = append(l.Top, CensusRow{Exe: row.Exe, Count: row.Count, Orphaned: row.Orphaned, Appeared: row.Appeared, Vanished: row.Vanished, Suspect: row.Suspect})
 	}
-	w.G.Record("census", map[string]any{"processes": r.Total, "load": r.Load, "pid_space": r.PidLine, "top": top})
+	w.G.Record("census", l)
 }
 
 // NewWatcher is a watcher of g's; file "" keeps no metrics file. It
@@ -139,7 +139,7 @@ func (w *Watcher) Reap() {
 	}
 	w.reapFailed = false
 	for _, r := range reaped {
-		fields := map[string]any{"run": r.Name, "command": r.Command, "left": r.Left, "gone": r.Gone}
+		l := &ReapedLine{Run: r.Name, Command: r.Command, Left: r.Left, Gone: r.Gone}
 		switch {
 		case r.Gone:
 			// An outer run ended it: its state file is all that was left.
@@ -148,11 +148,11 @@ func (w *Watcher) Reap() {
 				continue
 			}
 			w.unreapable[r.Name] = true
-			fields["error"] = r.Err.Error()
+			l.Error = r.Err.Error()
 			w.Say(fmt.Sprintf("warning: run %s, whose freeze is gone, was not ended: %v", r.Name, r.Err))
 		default:
 			w.Say(fmt.Sprintf("reaped %s (%s): its freeze is gone; %d process(es) it left, killed; its groups removed", r.Name, match.ShellJoin(r.Command), r.Left))
 		}
-		w.G.Record("reaped", fields)
+		w.G.Record("reaped", l)
 	}
 }
