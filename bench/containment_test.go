@@ -837,7 +837,7 @@ func startInterp(t *testing.T, dir string, spec containtest.Spec) (chains []*con
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	py, script, other := filepath.Join(dir, "python3"), filepath.Join(dir, "bomb.py"), filepath.Join(dir, "other.py")
+	py, script, other := filepath.Join(dir, "pybomb"), filepath.Join(dir, "bomb.py"), filepath.Join(dir, "other.py")
 	for f, body := range map[string]string{
 		script: "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
 		other:  "import os, time\nwhile True:\n    time.sleep(0.1)\n    if os.fork() == 0:\n        os._exit(0)\n    os.wait()\n",
@@ -846,7 +846,9 @@ func startInterp(t *testing.T, dir string, spec containtest.Spec) (chains []*con
 			t.Fatal(err)
 		}
 	}
-	spec.Dir, spec.Name, spec.Command = dir, "python3", []string{"/usr/bin/python3", script}
+	// Named so that the reaper can take its zombies (Spec.Reap): no test
+	// runs a program of that name.
+	spec.Dir, spec.Name, spec.Command, spec.Reap = dir, "pybomb", []string{"/usr/bin/python3", script}, true
 	chains = []*containtest.Chain{containtest.Start(t, spec)}
 	decoy = containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "launcher", Cap: 100, HopCap: 1000000, Timeout: 10 * time.Minute,
 		Command: []string{"/bin/sh", "-c", "for i in $(seq 20); do " + py + " " + other + " & done; wait"}})

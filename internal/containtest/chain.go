@@ -66,6 +66,15 @@ type Spec struct {
 	// test can watch freeze run lifted from its first instruction. Never
 	// for a chain: Start refuses it for any other shape.
 	Lifted bool
+	// Reap, with Shape Run: the program is a runaway of its own (an
+	// interpreter's fork bomb), and the reaper reaps the zombies it
+	// inherits by its Name, as it does a fixture's. Off by default: a
+	// Run program's name may be one a test also runs and waits for
+	// itself (freeze, sh), whose zombie the reaper would take from it.
+	// Give such a chain a name no test runs (the bench's "pybomb"): a
+	// python fork bomb of 2,000 left its zombies unreaped, and 16 runs of
+	// it exhausted pid_max.
+	Reap bool
 	// Held, with Shape Run: Start returns with the program installed,
 	// capped and started, but held at its gate; Release lets it run. A
 	// test sets it up before the chain it acts on has grown: at ordinary
@@ -201,9 +210,9 @@ func (c *Chain) install(t testing.TB, s Spec, src string) string {
 	if err := copyExecutable(src, leader); err != nil {
 		t.Fatal(err)
 	}
-	if s.Shape != Run {
-		// Not for a command: its name may be that of a program another
-		// test runs and waits for itself (freeze, say).
+	if s.Shape != Run || s.Reap {
+		// Not for a command unless asked (Spec.Reap): its name may be
+		// that of a program another test runs and waits for itself.
 		registerComm(s.Name)
 	}
 	return leader
