@@ -79,3 +79,51 @@ func TestArgsReadOnlyAboveTheMatches(t *testing.T) {
 		t.Errorf("--no-descendants: counts %v, want the root and its fork by path", res.Counts)
 	}
 }
+
+// Small families are decided first: a decoy (a family of one) is let go
+// before the argv of a bomb's root (a family of many) is read, however
+// late the decoy started. The root's argv here is unreadable, so the
+// root is passed over too, and the order in which OnPassed hears of the
+// two is the order they were decided.
+func TestArgsDecideSmallFamiliesFirst(t *testing.T) {
+	tr := proctest.New(t)
+	argv := func(pid int, args ...string) {
+		b := []byte(strings.Join(args, "\x00") + "\x00")
+		if err := os.WriteFile(filepath.Join(tr.Root, strconv.Itoa(pid), "cmdline"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := tr.Add(0, tr.Target)
+	if err := os.Mkdir(filepath.Join(tr.Root, strconv.Itoa(root), "cmdline"), 0o755); err != nil {
+		t.Fatal(err) // a read of it fails, as of a process gone
+	}
+	var kids []int
+	for range 3 {
+		k := tr.Add(root, tr.Target)
+		argv(k, "python3", "job.py")
+		kids = append(kids, k)
+	}
+	decoy := tr.Add(0, tr.Target) // started last
+	argv(decoy, "python3", "other.py")
+
+	spec := tr.Spec(t)
+	spec.Args = []string{"job.py"}
+	s := match.NewScanner(tr.FS, spec)
+	var told []int
+	s.OnPassed(func(p match.Proc) { told = append(told, p.PID) })
+	res, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(told, []int{decoy, root}) {
+		t.Errorf("OnPassed heard of %v, want the decoy %d (a family of one) before the root %d (a family of four)", told, decoy, root)
+	}
+	var in []int
+	for _, p := range res.Procs {
+		in = append(in, p.PID)
+	}
+	slices.Sort(in)
+	if !slices.Equal(in, kids) {
+		t.Errorf("set %v, want the root's three children %v, each by its own argv", in, kids)
+	}
+}

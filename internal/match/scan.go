@@ -560,9 +560,14 @@ func (s *Scanner) deferArgs() bool { return len(s.spec.Args) > 0 && !s.spec.NoDe
 // such a one can be let go at once rather than after the whole scan.
 func (s *Scanner) OnPassed(f func(Proc)) { s.onPassed = f }
 
-// decideArgs decides the candidates in the order they started (a parent
+// decideArgs decides the candidates, each after its ancestors (a parent
 // starts before its child): one below a match is left to the descendant
-// pass; the others are matched by argv, or passed over.
+// pass; the others are matched by argv, or passed over. Candidates with
+// no candidate among their ancestors (tops) are independent of each
+// other, and the small families go first: a decoy is then let go before
+// the argv of a bomb's root is read, which can wait hundreds of
+// milliseconds on the root's address-space lock (decoys were held up to
+// 375 ms behind it).
 func (s *Scanner) decideArgs(nodes []node, l *looked) {
 	var idx []int
 	for i := range nodes {
@@ -570,7 +575,23 @@ func (s *Scanner) decideArgs(nodes []node, l *looked) {
 			idx = append(idx, i)
 		}
 	}
-	sort.Slice(idx, func(a, b int) bool { return nodes[idx[a]].start < nodes[idx[b]].start })
+	tops := topsOf(nodes)
+	top := make(map[int]int, len(idx)) // a candidate's topmost candidate ancestor, or itself
+	family := map[int]int{}            // candidates per top
+	for _, i := range idx {
+		top[i] = tops[i]
+		family[top[i]]++
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		fa, fb := family[top[idx[a]]], family[top[idx[b]]]
+		if fa != fb {
+			return fa < fb
+		}
+		if top[idx[a]] != top[idx[b]] {
+			return top[idx[a]] < top[idx[b]]
+		}
+		return nodes[idx[a]].start < nodes[idx[b]].start
+	})
 	for _, i := range idx {
 		n := &nodes[i]
 		r := n.cand
@@ -596,14 +617,58 @@ func (s *Scanner) decideArgs(nodes []node, l *looked) {
 	}
 }
 
+// topsOf gives each node the index of its topmost candidate (argv to
+// read) among itself and its ancestors, or -1: one walk up per node,
+// each ending at the first node already known (a line of 2,000 is not
+// walked 2,000 times).
+func topsOf(nodes []node) []int {
+	const unknown = -2
+	tops := make([]int, len(nodes))
+	for i := range tops {
+		tops[i] = unknown
+	}
+	var path []int
+	for i := range nodes {
+		path = path[:0]
+		above := -1 // the topmost candidate above the path
+		for k := i; k >= 0 && len(path) < 4096; k = parentOf(nodes, nodes[k]) {
+			if tops[k] != unknown {
+				above = tops[k]
+				break
+			}
+			path = append(path, k)
+		}
+		for j := len(path) - 1; j >= 0; j-- {
+			if k := path[j]; nodes[k].cand != 0 && above < 0 {
+				above = k
+			}
+			tops[path[j]] = above
+		}
+	}
+	return tops
+}
+
+// parentOf is the index of n's parent in nodes (sorted by pid), or -1: a
+// parent that started after its child is a reused pid, not the parent.
+func parentOf(nodes []node, n node) int {
+	if n.ppid == n.pid {
+		return -1
+	}
+	k := sort.Search(len(nodes), func(k int) bool { return nodes[k].pid >= n.ppid })
+	if k == len(nodes) || nodes[k].pid != n.ppid || nodes[k].start > n.start {
+		return -1
+	}
+	return k
+}
+
 // ancestorIn reports whether an ancestor of nodes[i] is in the set.
 // nodes is sorted by pid; a parent that started after its child is a
 // reused pid, not the parent.
 func ancestorIn(nodes []node, i int) bool {
 	cur := nodes[i]
 	for range 4096 {
-		k := sort.Search(len(nodes), func(k int) bool { return nodes[k].pid >= cur.ppid })
-		if k == len(nodes) || nodes[k].pid != cur.ppid || nodes[k].start > cur.start {
+		k := parentOf(nodes, cur)
+		if k < 0 {
 			return false
 		}
 		if nodes[k].in {
