@@ -37,6 +37,12 @@ type ancestor struct {
 	Exe    string
 	Args   []string
 	Dir    string
+	// Comm is the name its last exec gave it (PROC_EVENT_COMM, which
+	// carries the name itself); Unread, that it was gone before freeze
+	// could read what that exec ran: Exe, Args and Dir are then its
+	// parent's, from its fork.
+	Comm   string
+	Unread bool
 }
 
 // The connector's constants (linux/connector.h, linux/cn_proc.h).
@@ -46,6 +52,7 @@ const (
 	procCnMcastListen  = 1
 	procEventFork      = 0x00000001
 	procEventExec      = 0x00000002
+	procEventComm      = 0x00000200
 	cnMsgSize          = 20 // struct cn_msg without data
 	procEventHeaderLen = 16 // what, cpu, timestamp_ns
 )
@@ -151,7 +158,29 @@ func (l *lineage) read() {
 					d := describe(tgid, p.Parent)
 					if d.Exe != "" {
 						l.procs[tgid] = d
+					} else {
+						// Gone already (a test binary that starts a
+						// helper and exits within milliseconds, on a
+						// loaded machine): its fork's copy stays,
+						// with the name its exec gave it.
+						p.Unread = true
 					}
+				}
+				l.mu.Unlock()
+			case procEventComm:
+				// Sent at an exec (before its exec event) and at a
+				// rename: the name travels in the event, so it is
+				// kept even when the process is gone before it is read.
+				if len(body) < 24 {
+					continue
+				}
+				pid, tgid := int(binary.NativeEndian.Uint32(body[0:])), int(binary.NativeEndian.Uint32(body[4:]))
+				if pid != tgid {
+					continue // a thread's name
+				}
+				l.mu.Lock()
+				if p, ok := l.procs[tgid]; ok {
+					p.Comm = strings.TrimRight(string(body[8:24]), "\x00")
 				}
 				l.mu.Unlock()
 			}
@@ -235,7 +264,17 @@ func startedBy(chain []ancestor) string {
 			parts = append(parts, "...")
 			break
 		}
-		parts = append(parts, "pid "+strconv.Itoa(a.PID)+" "+argvLine(a.Args, a.Exe))
+		what := argvLine(a.Args, a.Exe)
+		if a.Unread {
+			// What it exec'd is known by name only: the argv is its
+			// parent's, from the fork.
+			name := a.Comm
+			if name == "" {
+				name = "a program"
+			}
+			what = name + " (exited before freeze could read it; forked from: " + what + ")"
+		}
+		parts = append(parts, "pid "+strconv.Itoa(a.PID)+" "+what)
 	}
 	return strings.Join(parts, " <- ")
 }
