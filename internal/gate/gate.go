@@ -620,17 +620,23 @@ func (c Counters) Execs() uint64 { return max(c.ExecsStopped, c.ExecsRefused) }
 // returns how many it marked. ErrMissing where the mark iterator did not
 // load (LoadExtras): the caller marks by pidfd.
 func (g *Gate) MarkByFile() (int, error) {
-	if g.mark == nil {
-		return 0, fmt.Errorf("the mark iterator: %w", ErrMissing)
+	return g.countedIter(g.mark, gateCounterC_MARKED, "the mark iterator")
+}
+
+// countedIter runs an iterator program once and returns how far it
+// moved its counter; ErrMissing where the program did not load.
+func (g *Gate) countedIter(p *ebpf.Program, slot gateCounter, name string) (int, error) {
+	if p == nil {
+		return 0, fmt.Errorf("%s: %w", name, ErrMissing)
 	}
-	before, err := g.counter(gateCounterC_MARKED)
+	before, err := g.counter(slot)
 	if err != nil {
 		return 0, err
 	}
-	if err := runIter(g.mark); err != nil {
-		return 0, fmt.Errorf("the mark iterator: %w", err)
+	if err := runIter(p); err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
 	}
-	after, err := g.counter(gateCounterC_MARKED)
+	after, err := g.counter(slot)
 	return int(after - before), err
 }
 
@@ -666,18 +672,7 @@ func runIter(p *ebpf.Program) error {
 // kernel threads are never in the chain. ErrMissing where the kill
 // iterator did not load (LoadExtras).
 func (g *Gate) KillAll() (int, error) {
-	if g.kill == nil {
-		return 0, fmt.Errorf("the kill iterator: %w", ErrMissing)
-	}
-	before, err := g.counter(gateCounterC_KILLED)
-	if err != nil {
-		return 0, err
-	}
-	if err := runIter(g.kill); err != nil {
-		return 0, fmt.Errorf("the kill iterator: %w", err)
-	}
-	after, err := g.counter(gateCounterC_KILLED)
-	return int(after - before), err
+	return g.countedIter(g.kill, gateCounterC_KILLED, "the kill iterator")
 }
 
 // Counters reads the counters.

@@ -556,18 +556,6 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	open := func(pid int) *proc.Handle {
-		st, err := proc.Default.ReadStat(pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := proc.Default.Open(st.ID())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
 	// The decoy and what it started (a /bin/true born after the attach
 	// is marked by lineage and stopped at its exec) go first, as freeze
 	// lets them go: then what the gate holds by file is the chain.
@@ -613,16 +601,16 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 	// mark iterator is missing, one by one.
 	if n, err := g.MarkByFile(); errors.Is(err, ErrMissing) {
 		for _, pid := range c.Survivors() {
-			if err := g.Mark(open(pid)); err != nil {
+			if err := g.Mark(pin(t, pid)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	} else if err != nil {
 		t.Fatal(err)
-	} else if h := open(c.Leader); !g.Gated(h) || !g.Gated(open(idle.Leader)) || n < 1 {
+	} else if h := pin(t, c.Leader); !g.Gated(h) || !g.Gated(pin(t, idle.Leader)) || n < 1 {
 		// The leader, held by the stop, was marked then; the idler only
 		// by the iterator.
-		t.Fatalf("the mark iterator marked %d; the chain's leader marked %v, the idler %v", n, g.Gated(h), g.Gated(open(idle.Leader)))
+		t.Fatalf("the mark iterator marked %d; the chain's leader marked %v, the idler %v", n, g.Gated(h), g.Gated(pin(t, idle.Leader)))
 	}
 	if err := g.Forget(); err != nil {
 		t.Fatal(err)
@@ -645,7 +633,7 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 			for _, pid := range decoy.Survivors() {
 				st, _ := proc.Default.ReadStat(pid)
 				exe, _, _ := proc.Default.ExePath(pid)
-				h := open(pid)
+				h := pin(t, pid)
 				var fr uint32
 				var at uint64
 				fe := g.ld.maps["freed"].Lookup(uint32(h.FD()), &fr)

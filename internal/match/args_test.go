@@ -19,12 +19,7 @@ import (
 // decided, with what it started.
 func TestArgsReadOnlyAboveTheMatches(t *testing.T) {
 	tr := proctest.New(t)
-	argv := func(pid int, args ...string) {
-		b := []byte(strings.Join(args, "\x00") + "\x00")
-		if err := os.WriteFile(filepath.Join(tr.Root, strconv.Itoa(pid), "cmdline"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	argv := argvWriter(t, tr)
 	root := tr.Add(0, tr.Target)
 	argv(root, "python3", "job.py")
 	child := tr.Add(root, tr.Target) // a fork of the match: same argv
@@ -40,13 +35,7 @@ func TestArgsReadOnlyAboveTheMatches(t *testing.T) {
 
 	spec := tr.Spec(t)
 	spec.Args = []string{"job.py"}
-	s := match.NewScanner(tr.FS, spec)
-	var told []int
-	s.OnPassed(func(p match.Proc) { told = append(told, p.PID) })
-	res, err := s.Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, told := scanTold(t, tr, spec)
 	if res.Counts[match.ByPath] != 1 || res.Counts[match.ByDescendant] != 2 {
 		t.Errorf("counts %v: want the root by path and its two processes as descendants, their argv not read", res.Counts)
 	}
@@ -71,10 +60,7 @@ func TestArgsReadOnlyAboveTheMatches(t *testing.T) {
 	// With --no-descendants every process of the file is read: the
 	// fork of the match matches by its own argv.
 	spec.NoDescendants = true
-	res, err = match.NewScanner(tr.FS, spec).Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ = scanTold(t, tr, spec)
 	if res.Counts[match.ByPath] != 2 || res.Live() != 2 {
 		t.Errorf("--no-descendants: counts %v, want the root and its fork by path", res.Counts)
 	}
@@ -87,12 +73,7 @@ func TestArgsReadOnlyAboveTheMatches(t *testing.T) {
 // two is the order they were decided.
 func TestArgsDecideSmallFamiliesFirst(t *testing.T) {
 	tr := proctest.New(t)
-	argv := func(pid int, args ...string) {
-		b := []byte(strings.Join(args, "\x00") + "\x00")
-		if err := os.WriteFile(filepath.Join(tr.Root, strconv.Itoa(pid), "cmdline"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	argv := argvWriter(t, tr)
 	root := tr.Add(0, tr.Target)
 	if err := os.Mkdir(filepath.Join(tr.Root, strconv.Itoa(root), "cmdline"), 0o755); err != nil {
 		t.Fatal(err) // a read of it fails, as of a process gone
@@ -108,13 +89,7 @@ func TestArgsDecideSmallFamiliesFirst(t *testing.T) {
 
 	spec := tr.Spec(t)
 	spec.Args = []string{"job.py"}
-	s := match.NewScanner(tr.FS, spec)
-	var told []int
-	s.OnPassed(func(p match.Proc) { told = append(told, p.PID) })
-	res, err := s.Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, told := scanTold(t, tr, spec)
 	if !slices.Equal(told, []int{decoy, root}) {
 		t.Errorf("OnPassed heard of %v, want the decoy %d (a family of one) before the root %d (a family of four)", told, decoy, root)
 	}
@@ -126,4 +101,27 @@ func TestArgsDecideSmallFamiliesFirst(t *testing.T) {
 	if !slices.Equal(in, kids) {
 		t.Errorf("set %v, want the root's three children %v, each by its own argv", in, kids)
 	}
+}
+
+// argvWriter writes a fixture process's cmdline.
+func argvWriter(t *testing.T, tr *proctest.Tree) func(pid int, args ...string) {
+	return func(pid int, args ...string) {
+		b := []byte(strings.Join(args, "\x00") + "\x00")
+		if err := os.WriteFile(filepath.Join(tr.Root, strconv.Itoa(pid), "cmdline"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scanTold scans once, and lists what OnPassed was told, in order.
+func scanTold(t *testing.T, tr *proctest.Tree, spec match.Spec) (match.Result, []int) {
+	t.Helper()
+	s := match.NewScanner(tr.FS, spec)
+	var told []int
+	s.OnPassed(func(p match.Proc) { told = append(told, p.PID) })
+	res, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, told
 }
