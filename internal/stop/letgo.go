@@ -20,11 +20,13 @@ const letGoScans = 3
 // letGo ends the first step for a chain named with --arg where the gate
 // holds by file: from its attach every process running the file was held
 // at its next fork or exec (the decoys too: they share the chain's
-// file), so the chain could not grow while the scan read each process's
-// argv. Now the matches are marked in the gate, the gate forgets the
-// file, and each process no --arg names (and what it started) is let go:
-// the gate never stops it again, and one it had stopped is continued. A
-// decoy is paused for as long as this takes, and never signalled
+// file), so the chain could not grow while the scan read argv. The scan
+// let each decoy go as soon as it decided it (free, through OnPassed):
+// the gate never stops it again, and one it had stopped is continued.
+// Here the rest of what the scan passed over goes too, then the chain,
+// all the gate still holds by file, is marked (one pass of the mark
+// iterator, else one pidfd each), and the gate forgets the file. A
+// decoy is paused until the scan decides it, and never signalled
 // otherwise; the record says how long each was held.
 func (r *run) letGo() error {
 	if !r.byArg || r.gateOn == nil {
