@@ -32,21 +32,10 @@ func TestChildrenNeverInherit(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/forkcheck").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append(os.Environ(), "FREEZE_PRIORITY=")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
-	// Whatever forkcheck did, nothing of its process group outlives it.
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if err != nil {
-		t.Fatalf("forkcheck: %v\n%s", err, out)
-	}
+	out := runOwned(t, bin)
 	t.Logf("%s", out)
 	var threads, children int
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
 		switch {
 		case len(f) == 6 && f[0] == "thread":
@@ -92,18 +81,19 @@ func TestFileSubcommandsAreNotLifted(t *testing.T) {
 // runOwned runs path with arg as root would, lift allowed, in a process
 // group of its own killed whole when it ends or overruns, and returns
 // its output.
-func runOwned(t *testing.T, path, arg string) string {
+func runOwned(t *testing.T, path string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, arg)
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), "FREEZE_PRIORITY=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
+	// Whatever it did, nothing of its process group outlives it.
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(path), arg, err, out)
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(path), strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
