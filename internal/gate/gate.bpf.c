@@ -35,8 +35,8 @@
 // the gate attached.
 //
 // The chain is:
-//   - every task whose executable's inode is in `targets` (when freeze
-//     was given files, not --arg), and
+//   - every task whose executable's inode is in `targets` (the files
+//     freeze was given; with --arg only until it has read argv), and
 //   - every task marked in `gated`: matched by freeze's scan (freeze
 //     marks them by pidfd), or born of a gated or target task (lineage,
 //     in sched_process_fork). Task-local storage dies with its task, so

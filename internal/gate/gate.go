@@ -47,10 +47,12 @@ type File struct {
 
 // Config is what the gate needs before it attaches.
 type Config struct {
-	// Files are the executables whose every process is in the chain: the
-	// --path targets and the executables under --under. Empty with --arg,
-	// where the file is an interpreter that runs much else: then only
-	// the processes Mark marks, and their descendants, are gated.
+	// Files are the executables whose every process is held: the --path
+	// targets and the executables under --under. With --arg, until the
+	// caller has read argv: it frees the others (Free), marks the chain
+	// (MarkByFile, Mark) and forgets the files (Forget). Empty in a
+	// container's scope: then only what Mark marks, and its descendants,
+	// are gated.
 	Files []File
 	// Exempt are tgids never gated: freeze and its ancestors.
 	Exempt []int

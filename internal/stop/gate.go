@@ -26,8 +26,10 @@ func (r *run) wantsGate() bool {
 // identity of a --path target is known from the file, so the chain stops
 // growing before freeze reads a single process of it, and the scan then
 // reads a set that can no longer change. With --arg the file is an
-// interpreter that runs much else, so the gate knows no file: the scan's
-// matches are marked one by one, and what they start is gated by lineage.
+// interpreter that runs much else: the gate holds all of its processes
+// only until the scan has read argv, then the chain by mark and the rest
+// let go (letGo). In a container's scope the gate knows no file: the
+// scan's matches are marked, and what they start is gated by lineage.
 // Where the gate cannot load, the run falls back to the cgroup methods
 // and says why.
 func (r *run) gate() error {
@@ -183,8 +185,9 @@ func envOr(name, def string) string {
 	return def
 }
 
-// gateFiles are the files whose every process is the chain: the targets,
-// and the executables under --under; none with --arg.
+// gateFiles are the files whose every process is held at first: the
+// targets, and the executables under --under (with --arg, only until
+// letGo has sorted them); none in a container's scope.
 func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 	if !spec.Scope.Zero() {
 		// A file can be shared beyond the scope (a host directory
