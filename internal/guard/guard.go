@@ -221,7 +221,8 @@ func checkDir(dir string) error {
 }
 
 // Close stops listening, marks a clean stop in the ledger, and releases
-// the directory.
+// the directory. Call it once Serve has returned: a request Serve is
+// handling writes its answer (the ack file, the log) until then.
 func (g *Guard) Close() error {
 	if g.ln != nil {
 		g.ln.Close()

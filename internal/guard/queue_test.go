@@ -124,9 +124,12 @@ func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	defer func() { close(stop); g2.Close() }()
-	go g2.Serve(stop)
+	stop, served := make(chan struct{}), make(chan struct{})
+	// Serve returns once the request it handles has written its answer
+	// (the ack file, the log); Close after that, or an answer written
+	// late kept the run directory from being removed (seen once in CI).
+	defer func() { close(stop); <-served; g2.Close() }()
+	go func() { g2.Serve(stop); close(served) }()
 	select {
 	case words := <-got:
 		if strings.Join(words, " ") != "--path /tmp/x/tool" {

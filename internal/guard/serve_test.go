@@ -52,9 +52,11 @@ func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 	done := make(chan struct{})
 	go func() { g.Serve(stop); close(done) }()
 	t.Cleanup(func() {
+		// Serve first: a request it is handling writes its answer (the
+		// ack file, the log) until it returns, and Close after that.
 		close(stop)
-		g.Close()
 		<-done
+		g.Close()
 	})
 	return a
 }
