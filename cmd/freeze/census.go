@@ -15,6 +15,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/metrics"
 	"freeze/internal/proc"
+	"freeze/internal/say"
 	"freeze/internal/timeline"
 )
 
@@ -55,54 +56,54 @@ func runCensus(o out, args []string) int {
 	fl.SetOutput(io.Discard)
 	sample := fl.Duration("sample", time.Second, "")
 	top := fl.Int("top", 10, "")
-	ff := addFormat(fl, "census: ", "text", "json", "prometheus")
+	ff := say.AddFormat(fl, "census: ", "text", "json", "prometheus")
 	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.flagError("census: ", err)
-		o.hintf("freeze census [--sample 1s] [--top 10] [--format text|json|prometheus]")
+		flagError(o, "census", "census: ", err)
+		o.Hintf("freeze census [--sample 1s] [--top 10] [--format text|json|prometheus]")
 		return exitUsage
 	}
-	format, code := ff.resolve(o)
+	format, code := ff.Resolve(o)
 	if code >= 0 {
 		return code
 	}
 	if *help {
-		fmt.Fprint(o.stdout, censusUsage)
+		fmt.Fprint(o.Stdout, censusUsage)
 		return exitZero
 	}
 	if *sample <= 0 || *sample > time.Minute {
-		o.errorf("census: --sample %v: choose between 1ms and 1m", *sample)
+		o.Errorf("census: --sample %v: choose between 1ms and 1m", *sample)
 		return exitUsage
 	}
 	if *top < 1 {
-		o.errorf("census: --top %d: need at least 1", *top)
+		o.Errorf("census: --top %d: need at least 1", *top)
 		return exitUsage
 	}
 	if format == "prometheus" && *top > metrics.MaxTop {
-		o.errorf("census: --top %d: at most %d executables are exported as metrics", *top, metrics.MaxTop)
-		o.hintf("keep the number of series small: the default, 10, is enough to see a chain coming")
+		o.Errorf("census: --top %d: at most %d executables are exported as metrics", *top, metrics.MaxTop)
+		o.Hintf("keep the number of series small: the default, 10, is enough to see a chain coming")
 		return exitUsage
 	}
 	r, err := census.Take(proc.Default, *sample, *top)
 	if err != nil {
-		o.errorf("census: %v", err)
+		o.Errorf("census: %v", err)
 		return exitSurvivors
 	}
 	if format == "prometheus" {
 		st, err := guard.ReadStats(*runDir)
 		if err != nil {
-			o.warnf("census: the guard's log in %s: %v; its metrics may be incomplete", *runDir, err)
+			o.Warnf("census: the guard's log in %s: %v; its metrics may be incomplete", *runDir, err)
 		}
-		if err := metrics.Write(o.stdout, r, st.Metrics()); err != nil {
-			o.errorf("census: %v", err)
+		if err := metrics.Write(o.Stdout, r, st.Metrics()); err != nil {
+			o.Errorf("census: %v", err)
 			return exitSurvivors
 		}
 		return exitZero
 	}
 	if format == "json" {
 		b, _ := json.MarshalIndent(r, "", "  ")
-		fmt.Fprintln(o.stdout, string(b))
+		fmt.Fprintln(o.Stdout, string(b))
 		return exitZero
 	}
 	printCensus(o, r)
@@ -122,7 +123,7 @@ func where(row census.Row) string {
 // printCensus prints a census as text: the verdict, the table, the
 // suspects, the ports held open, and the command for the top suspect.
 func printCensus(o out, r *census.Report) {
-	w := o.stdout
+	w := o.Stdout
 	fmt.Fprintln(w, r.Verdict)
 	fmt.Fprintln(w, r.PidLine)
 	if r.MemLine != "" {
@@ -173,7 +174,7 @@ func printCensus(o out, r *census.Report) {
 		}
 	}
 	for _, n := range r.Notes {
-		o.warnf("census: %s", n)
+		o.Warnf("census: %s", n)
 	}
 	if r.Command != "" {
 		fmt.Fprintf(w, "\nto stop the top suspect:\n  %s\n", r.Command)

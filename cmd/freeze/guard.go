@@ -1,22 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"freeze/internal/guard"
-	"freeze/internal/incident"
+	"freeze/internal/say"
 )
 
 type guardFlags struct {
@@ -29,184 +24,34 @@ type guardFlags struct {
 	health       string // ADDR for GET /healthz, "" for none
 }
 
-// runGuard is 'freeze guard': arm, say so, then take requests until
-// SIGTERM or SIGINT.
+// runGuard is 'freeze guard': its flags, then the guard's whole life
+// (guard.Run), and the words for what it could not arm with.
 func runGuard(o out, args []string) int {
 	f, code := parseGuardFlags(o, args)
 	if code >= 0 {
 		return code
 	}
-	say := func(s string) { o.sayf("guard: %s", s) }
-	var auto *guard.Auto
-	if f.autoN > 0 {
-		var err error
-		if auto, err = guard.StartAuto(f.autoN, f.autoKill, f.autoUnder); err != nil {
-			o.errorf("guard: --auto needs the gate's fork counter: %s", guard.ExplainAuto(err))
-			o.hintf("run without --auto: requests by the FIFO and the socket need no BPF")
-			return exitRefused
-		}
-		defer auto.Close()
-		say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries at least %d forks in %v%s",
-			f.autoN, guard.AutoDepth, guard.AutoAttempts, guard.AutoEvery, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[f.autoKill]))
+	err := guard.Run(guard.Options{RunDir: f.runDir, AutoN: f.autoN, AutoKill: f.autoKill, AutoUnder: f.autoUnder,
+		MetricsFile: f.metricsFile, MetricsEvery: f.metricsEvery, Health: f.health,
+		Say: func(s string) { o.Sayf("guard: %s", s) }})
+	var oe *guard.OptionError
+	switch {
+	case err == nil:
+		return exitZero
+	case !errors.As(err, &oe):
+		o.Errorf("guard: %v", err)
+	case oe.Option == "--auto":
+		o.Errorf("guard: --auto needs the gate's fork counter: %s", guard.ExplainAuto(oe.Err))
+		o.Hintf("run without --auto: requests by the FIFO and the socket need no BPF")
+	case oe.Option == "--metrics-file":
+		o.Errorf("guard: --metrics-file: %v", oe.Err)
+		o.Hintf("make the directory, or name a writable file in node_exporter's textfile directory")
+		return exitUsage
+	default:
+		o.Errorf("guard: %s %s: %v", oe.Option, f.health, oe.Err)
+		o.Hintf("choose a free port")
 	}
-	raised := incident.Prepare(o.incident())
-	say("priority: " + strings.Join(raised, ", "))
-	var (
-		res *guard.Resident
-		w   *guard.Watcher
-	)
-	g, err := guard.Arm(guard.Config{RunDir: f.runDir, Say: say, Auto: auto, Run: func(req guard.Asked, stdout, stderr io.Writer) guard.Result {
-		r := guardRequest(out{stdout, stderr}, req, res)
-		w.Poke()       // the metrics say what the run came to
-		res.AfterRun() // a new spare and the collector, while idle
-		return r
-	}})
-	if err != nil {
-		o.errorf("guard: %v", err)
-		return exitRefused
-	}
-	defer g.Close()
-	res = guard.NewResident(say)
-	defer res.Close()
-	g.Record("armed", res.Armed())
-	// The guard's run directory is where root's freeze runs keep their
-	// state (runlock's directory, /run/freeze): it ends the runs whose
-	// freeze was killed.
-	w = guard.NewWatcher(g, f.metricsFile, f.metricsEvery, f.runDir, say)
-	return serveGuard(o, g, w, f.health, say)
-}
-
-// serveGuard serves until SIGTERM or SIGINT, keeping the metrics file,
-// and answers GET /healthz on health if it is set.
-func serveGuard(o out, g *guard.Guard, w *guard.Watcher, health string, say func(string)) int {
-	stop := make(chan struct{})
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	go func() {
-		s := <-sig
-		say("stopping on " + s.String())
-		close(stop)
-	}()
-	if w.File != "" {
-		if err := w.Write(true); err != nil {
-			o.errorf("guard: --metrics-file: %v", err)
-			o.hintf("make the directory, or name a writable file in node_exporter's textfile directory")
-			return exitUsage
-		}
-	}
-	if health != "" {
-		ln, err := net.Listen("tcp", healthAddr(health))
-		if err != nil {
-			o.errorf("guard: --health %s: %v", health, err)
-			o.hintf("choose a free port")
-			return exitRefused
-		}
-		srv := healthServer(g)
-		go srv.Serve(limitListener(ln, healthConns))
-		defer srv.Close()
-	}
-	w.Reap()
-	done := make(chan struct{})
-	go func() { w.Run(stop); close(done) }()
-	fmt.Fprintln(o.stderr, "freeze: guard: armed")
-	// Under a unit of Type=notify: ready only now, with the gate loaded
-	// and the FIFO and the socket open; and the watchdog's pings.
-	n := guard.NewNotifier()
-	defer n.Close()
-	n.Send("READY=1\nSTATUS=armed")
-	go n.Watchdog(stop)
-	g.Serve(stop)
-	n.Send("STOPPING=1")
-	<-done
-	if w.File != "" {
-		// Disarmed: say so, so an alert on freeze_guard_armed fires.
-		w.Write(false)
-	}
-	return exitZero
-}
-
-// healthConns bounds the health port's open connections: each is a
-// descriptor of the guard's, and 20,000 idle ones took it to its
-// descriptor limit, where a request then ran without its run lock or its
-// gate ("too many open files"). A probe needs one; a connection past the
-// bound is closed as soon as it is accepted, so a flood neither holds
-// the guard's descriptors nor queues the probe behind it.
-const healthConns = 8
-
-// healthServer is the health port's server, every phase of a connection
-// bounded: a client that sends nothing, reads nothing, or keeps its
-// connection open is cut off within seconds (a probe takes milliseconds).
-func healthServer(g *guard.Guard) *http.Server {
-	return &http.Server{Handler: healthHandler(g), ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second,
-		WriteTimeout: 2 * time.Second, IdleTimeout: 2 * time.Second, MaxHeaderBytes: 4 << 10}
-}
-
-// healthAddr is --health's address, on loopback when it names only a
-// port (":9479" or "9479"): the port is for a local probe, and the
-// guard's descriptors are not for the network to hold. An address
-// given in full (the DaemonSet's pod IP) is taken as it is.
-func healthAddr(a string) string {
-	if !strings.Contains(a, ":") {
-		return "127.0.0.1:" + a
-	}
-	if strings.HasPrefix(a, ":") {
-		return "127.0.0.1" + a
-	}
-	return a
-}
-
-// limitListener keeps at most n connections open at once (as
-// golang.org/x/net/netutil's LimitListener, which this module does not
-// otherwise need, but shedding rather than waiting): a connection past
-// the bound is closed at once.
-func limitListener(l net.Listener, n int) net.Listener {
-	return &limited{Listener: l, slots: make(chan struct{}, n)}
-}
-
-type limited struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *limited) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
-		default:
-			c.Close()
-		}
-	}
-}
-
-type slotConn struct {
-	net.Conn
-	once sync.Once
-	free func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.free)
-	return err
-}
-
-// healthHandler answers a liveness probe that does not exec (Kubernetes'
-// httpGet): 200 "armed" while the guard's heartbeat is fresh, else 503.
-func healthHandler(g *guard.Guard) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		if !g.Alive() {
-			http.Error(rw, "the guard's heartbeat is stale", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(rw, "armed")
-	})
-	return mux
+	return exitRefused
 }
 
 // parseGuardFlags parses and checks the guard's flags; a code of -1 means
@@ -224,49 +69,49 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	fl.StringVar(&f.health, "health", "", "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.flagError("", err)
-		o.hintf("see 'freeze guard --help'")
+		flagError(o, "guard", "", err)
+		o.Hintf("see 'freeze guard --help'")
 		return f, exitUsage
 	}
 	if *help {
-		fmt.Fprint(o.stdout, guardUsage)
+		fmt.Fprint(o.Stdout, guardUsage)
 		return f, exitZero
 	}
 	if fl.NArg() > 0 {
-		o.errorf("unexpected argument %q", fl.Arg(0))
-		o.hintf("freeze guard takes its requests from %s/%s and %s/%s, not from its command line", f.runDir, guard.AskName, f.runDir, guard.SocketName)
+		o.Errorf("unexpected argument %q", fl.Arg(0))
+		o.Hintf("freeze guard takes its requests from %s/%s and %s/%s, not from its command line", f.runDir, guard.AskName, f.runDir, guard.SocketName)
 		return f, exitUsage
 	}
 	if f.runDir == "" {
-		o.errorf("--run-dir is empty")
-		o.hintf("name the guard's directory, for example --run-dir %s", guard.DefaultRunDir)
+		o.Errorf("--run-dir is empty")
+		o.Hintf("name the guard's directory, for example --run-dir %s", guard.DefaultRunDir)
 		return f, exitUsage
 	}
 	for _, d := range f.autoUnder {
 		if !filepath.IsAbs(d) {
-			o.errorf("--auto-under %q is not absolute", d)
-			o.hintf("give the full path of the directory, for example --auto-under %s", mustAbs(d))
+			o.Errorf("--auto-under %q is not absolute", d)
+			o.Hintf("give the full path of the directory, for example --auto-under %s", say.MustAbs(d))
 			return f, exitUsage
 		}
 	}
 	if f.health != "" {
 		if _, _, err := net.SplitHostPort(f.health); err != nil {
-			o.errorf("--health %q: %v", f.health, err)
-			o.hintf("give a host and a port, for example --health 0.0.0.0:9479 (a Kubernetes liveness probe) or --health 127.0.0.1:9479")
+			o.Errorf("--health %q: %v", f.health, err)
+			o.Hintf("give a host and a port, for example --health 0.0.0.0:9479 (a Kubernetes liveness probe) or --health 127.0.0.1:9479")
 			return f, exitUsage
 		}
 	}
 	switch {
 	case f.metricsFile != "" && !filepath.IsAbs(f.metricsFile):
-		o.errorf("--metrics-file %q is not absolute", f.metricsFile)
-		o.hintf("give the full path in node_exporter's textfile directory, for example --metrics-file /var/lib/node_exporter/textfile_collector/freeze.prom")
+		o.Errorf("--metrics-file %q is not absolute", f.metricsFile)
+		o.Hintf("give the full path in node_exporter's textfile directory, for example --metrics-file /var/lib/node_exporter/textfile_collector/freeze.prom")
 	case f.metricsEvery < 5*time.Second || f.metricsEvery > time.Hour:
-		o.errorf("--metrics-every %v: choose between 5s and 1h", f.metricsEvery)
+		o.Errorf("--metrics-every %v: choose between 5s and 1h", f.metricsEvery)
 	case f.autoN < 0:
-		o.errorf("--auto %d: give the number of live processes of one executable above which a growing chain is held, such as 300", f.autoN)
+		o.Errorf("--auto %d: give the number of live processes of one executable above which a growing chain is held, such as 300", f.autoN)
 	case f.autoKill && f.autoN == 0:
-		o.errorf("--auto-kill goes with --auto N: it says what an automatic hold may go on to do")
-		o.hintf("add --auto 300 (for example), or drop --auto-kill")
+		o.Errorf("--auto-kill goes with --auto N: it says what an automatic hold may go on to do")
+		o.Hintf("add --auto 300 (for example), or drop --auto-kill")
 	default:
 		return f, -1
 	}

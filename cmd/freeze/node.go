@@ -43,23 +43,23 @@ func runNode(o out, args []string) int {
 	root := fl.String("root", "/proc/1/root", "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.flagError("node: ", err)
-		o.hintf("see 'freeze node --help'")
+		flagError(o, "node", "node: ", err)
+		o.Hintf("see 'freeze node --help'")
 		return exitUsage
 	}
 	if *help {
-		fmt.Fprint(o.stdout, nodeUsage)
+		fmt.Fprint(o.Stdout, nodeUsage)
 		return exitZero
 	}
 	rest := fl.Args()
 	if len(rest) == 0 || fl.ArgsLenAtDash() != 0 {
-		o.errorf("node: give the freeze command to run after --")
-		o.hintf("freeze node -- guard --run-dir /run/freeze")
+		o.Errorf("node: give the freeze command to run after --")
+		o.Hintf("freeze node -- guard --run-dir /run/freeze")
 		return exitUsage
 	}
 	if rest[0] == "node" {
-		o.errorf("node: freeze node inside freeze node")
-		o.hintf("give the command to run on the node, such as: freeze node -- guard")
+		o.Errorf("node: freeze node inside freeze node")
+		o.Hintf("give the command to run on the node, such as: freeze node -- guard")
 		return exitUsage
 	}
 	// The binary, before the root changes: the image's file is not on
@@ -68,28 +68,28 @@ func runNode(o out, args []string) int {
 	// descriptor only for that.
 	self, err := unix.Open("/proc/self/exe", unix.O_RDONLY, 0)
 	if err != nil {
-		o.errorf("node: open this freeze binary: %v", err)
+		o.Errorf("node: open this freeze binary: %v", err)
 		return exitSurvivors
 	}
 	if err := unix.Chroot(*root); err != nil {
-		o.errorf("node: chroot %s: %v", *root, err)
+		o.Errorf("node: chroot %s: %v", *root, err)
 		switch {
 		case errors.Is(err, unix.EPERM):
-			o.hintf("this needs CAP_SYS_CHROOT: run the pod privileged (securityContext.privileged: true)")
+			o.Hintf("this needs CAP_SYS_CHROOT: run the pod privileged (securityContext.privileged: true)")
 		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EACCES):
-			o.hintf("%s is not the node's root here: the pod needs hostPID: true (PID 1 is then the node's init)", *root)
+			o.Hintf("%s is not the node's root here: the pod needs hostPID: true (PID 1 is then the node's init)", *root)
 		}
 		return exitSurvivors
 	}
 	if err := unix.Chdir("/"); err != nil {
-		o.errorf("node: chdir / in %s: %v", *root, err)
+		o.Errorf("node: chdir / in %s: %v", *root, err)
 		return exitSurvivors
 	}
 	// /proc is now the node's, which with the host's pid namespace
 	// holds this process too.
 	argv := append([]string{"freeze"}, rest...)
 	err = unix.Exec("/proc/self/fd/"+strconv.Itoa(self), argv, os.Environ())
-	o.errorf("node: run freeze in %s: %v", *root, err)
-	o.hintf("the node's /proc must be mounted, and the pod must have hostPID: true")
+	o.Errorf("node: run freeze in %s: %v", *root, err)
+	o.Hintf("the node's /proc must be mounted, and the pod must have hostPID: true")
 	return exitSurvivors
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,18 +13,8 @@ import (
 	"freeze/internal/contain"
 	"freeze/internal/incident"
 	"freeze/internal/match"
-	"freeze/internal/safedir"
+	"freeze/internal/say"
 	"freeze/internal/timeline"
-)
-
-// freeze run's own exit codes, apart from freeze's (0-5), from a
-// command's ordinary ones, and from 128+N (killed by signal N); 124 is
-// timeout(1)'s.
-const (
-	exitRunNotZero   = 121 // the teardown could not confirm the group empty
-	exitRunLeftovers = 122 // processes outlived the command
-	exitRunCapHit    = 123 // the cap refused a fork
-	exitRunTimedOut  = 124 // --timeout fired
 )
 
 type runFlags struct {
@@ -54,144 +43,99 @@ func runRun(o out, args []string) int {
 	}
 	self, err := os.Executable()
 	if err != nil {
-		o.errorf("run: cannot find freeze's own executable: %v", err)
+		o.Errorf("run: cannot find freeze's own executable: %v", err)
 		return exitRefused
 	}
 	// The record stays in memory unless asked for (-t) or worth keeping:
 	// under go test -exec, a file per clean test binary would pile up.
-	quiet := incident.Output{Warn: func(s string) { o.warnf("%s", s) }}
+	quiet := incident.Output{Warn: func(s string) { o.Warnf("%s", s) }}
 	rec, _ := timeline.New("", nil)
 	if f.timeline != "" {
 		rec = incident.OpenTimeline(f.timeline, quiet)
 	}
 	rep, err := contain.Run(contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
-		Self: self, StateDir: f.stateDir, Rec: rec, KeepEscaped: f.allowLeftovers})
+		Self: self, StateDir: f.stateDir, Rec: rec, KeepEscaped: f.allowLeftovers, FailLeftovers: f.leaks == "fail" && !f.allowLeftovers})
 	if err != nil {
 		rec.Close()
-		o.errorf("run: %v; the command was not run", err)
+		o.Errorf("run: %v; the command was not run", err)
 		return exitRefused
 	}
-	code, why := runVerdict(f, rep)
-	rec.RecordOf(timeline.StageRecord, timeline.StepRunEnd, why, timeline.RunEnd{Exit: code, Why: why, Leftovers: len(rep.Leftovers),
-		Refused: rep.Refused, Peak: rep.Peak, Max: f.maxProcs, AtCap: rep.AtCap, Zero: rep.Zero, TookMS: msOf(rep.Took),
-		TeardownMS: msOf(rep.TeardownTook), RemoveMS: msOf(rep.RemoveTook)})
 	incident.CloseTimeline(rec, quiet)
-	if rec.Path() == "" && code != rep.Status {
+	if rec.Path() == "" && rep.Exit != rep.Status {
 		keepRecord(o, rec)
 	}
-	sayRun(o, f, rep, code, why, rec.Path())
-	if f.jsonOut || f.report != "" {
-		writeRunReport(o, f, rep, code, why, rec.Path())
-	}
-	if f.junit != "" {
-		writeJUnit(o, f, rep, command)
-	}
-	githubAnnotate(o, f, rep, code, why)
-	return code
+	sayRun(o, rep, rec.Path())
+	writeRunReports(o, f, rep, command, rec.Path())
+	return rep.Exit
 }
-
-func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // keepRecord saves a run's record that has something to report (a
 // leftover, the cap, the timeout) in the caller's checked state directory.
 func keepRecord(o out, rec *timeline.Recorder) {
 	dir := timeline.StateDir()
 	if err := timeline.CheckStateDir(dir); err != nil {
-		o.warnf("run: the timeline is not kept: %v", err)
+		o.Warnf("run: the timeline is not kept: %v", err)
 		return
 	}
 	rec.SaveAtEnd(timeline.RunName("run"))
 	if _, err := rec.SaveCopy(dir); err != nil {
-		o.warnf("run: the timeline is not kept: %v", err)
+		o.Warnf("run: the timeline is not kept: %v", err)
 	}
-}
-
-// runVerdict is freeze run's exit code and its reason, strongest first.
-func runVerdict(f runFlags, rep contain.Report) (int, string) {
-	switch {
-	case !rep.Zero:
-		return exitRunNotZero, fmt.Sprintf("the teardown could not confirm zero: %v", rep.TeardownErr)
-	case rep.TimedOut:
-		return exitRunTimedOut, fmt.Sprintf("the command timed out after %v (SIGTERM, then %v of grace); its tree was torn down", f.timeout, f.killAfter)
-	case rep.CapHit():
-		return exitRunCapHit, fmt.Sprintf("the cap of %d tasks refused %d fork(s)", f.maxProcs, rep.Refused)
-	case len(rep.Leftovers) > 0 && !f.allowLeftovers && f.leaks == "fail":
-		return exitRunLeftovers, fmt.Sprintf("%d process(es) outlived the command", len(rep.Leftovers))
-	case rep.Status < 0:
-		return exitRunNotZero, "the command did not exit after " + rep.Signaled
-	}
-	return rep.Status, fmt.Sprintf("the command's own status, %d", rep.Status)
 }
 
 // sayRun says, in freeze's voice, what held and what was left.
-func sayRun(o out, f runFlags, rep contain.Report, code int, why, tl string) {
+func sayRun(o out, rep contain.Report, tl string) {
 	if rep.Cap == contain.CapRlimit {
-		o.warnf("run: %s", rep.CapWhy)
+		o.Warnf("run: %s", rep.CapWhy)
 	}
 	for i, l := range rep.Leftovers {
 		if i == 20 {
-			o.sayf("run:   ... and %d more", len(rep.Leftovers)-20)
+			o.Sayf("run:   ... and %d more", len(rep.Leftovers)-20)
 			break
 		}
-		o.sayf("run: %s", l)
+		o.Sayf("run: %s", l)
 	}
 	if rep.CapHit() {
-		o.sayf("run: the cap fired: %d fork(s) refused at pids.max=%d (peak %d tasks)", rep.Refused, f.maxProcs, rep.Peak)
+		o.Sayf("run: the cap fired: %d fork(s) refused at pids.max=%d (peak %d tasks)", rep.Refused, rep.Max, rep.Peak)
 		if len(rep.AtCap) > 0 {
-			o.sayf("run: when it first fired, the group held: %s", match.OneLine(strings.Join(rep.AtCap, ", ")))
+			o.Sayf("run: when it first fired, the group held: %s", match.OneLine(strings.Join(rep.AtCap, ", ")))
 		}
 	}
 	status := "nothing outlived it"
 	if n := len(rep.Leftovers); n > 0 {
 		status = fmt.Sprintf("%d process(es) outlived it and were killed", n)
 	}
-	o.sayf("run: %s in %s; %s; the group is empty (zero confirmed)", rep.ExitWords(), timeline.Dur(rep.Took), status)
+	o.Sayf("run: %s in %s; %s; the group is empty (zero confirmed)", rep.ExitWords(), timeline.Dur(rep.Took), status)
 	if !rep.Zero {
-		o.errorf("run: %s", why)
-		o.hintf("see 'freeze census'; the groups are named in %s", tl)
+		o.Errorf("run: %s", rep.Why)
+		o.Hintf("see 'freeze census'; the groups are named in %s", tl)
 	}
-	if code != rep.Status && tl != "" {
-		o.sayf("run: exit %d: %s; timeline: %s", code, why, tl)
+	if rep.Exit != rep.Status && tl != "" {
+		o.Sayf("run: exit %d: %s; timeline: %s", rep.Exit, rep.Why, tl)
 	}
 }
 
-type runJSON struct {
-	Exit      int                    `json:"exit"`
-	Why       string                 `json:"why"`
-	Status    int                    `json:"status"`
-	Cap       string                 `json:"cap"`
-	CapWhy    string                 `json:"cap_why"`
-	Group     string                 `json:"group,omitempty"` // the group whose pids.max capped it
-	TimedOut  bool                   `json:"timed_out"`
-	Refused   int                    `json:"forks_refused"`
-	Peak      int                    `json:"peak"`
-	Leftovers []timeline.RunLeftover `json:"leftovers"`
-	AtCap     []string               `json:"at_cap,omitempty"` // what the group held when the cap first fired
-	Zero      bool                   `json:"zero"`
-	Timeline  string                 `json:"timeline,omitempty"`
-	TookMS    float64                `json:"took_ms"`
-}
-
-func writeRunReport(o out, f runFlags, rep contain.Report, code int, why, tl string) {
-	j := runJSON{Exit: code, Why: why, Status: rep.Status, Cap: rep.Cap, CapWhy: rep.CapWhy, Group: rep.Group, TimedOut: rep.TimedOut,
-		Refused: rep.Refused, Peak: rep.Peak, Zero: rep.Zero, Timeline: tl, TookMS: float64(rep.Took.Microseconds()) / 1000,
-		Leftovers: []timeline.RunLeftover{}, AtCap: rep.AtCap}
-	for _, l := range rep.Leftovers {
-		j.Leftovers = append(j.Leftovers, l.Record())
-	}
-	b, _ := json.MarshalIndent(j, "", "  ")
+// writeRunReports writes what the flags ask for: the JSON report (on
+// stderr: stdout is the command's, and a report mixed into it would
+// corrupt what a pipeline reads), --report, --junit, and GitHub's
+// annotations.
+func writeRunReports(o out, f runFlags, rep contain.Report, command []string, tl string) {
+	b := rep.JSON(tl)
 	if f.jsonOut {
-		// On stderr: stdout is the command's, and a report mixed into
-		// it would corrupt what a pipeline reads.
-		fmt.Fprintln(o.stderr, string(b))
+		fmt.Fprintln(o.Stderr, string(b))
 	}
 	if f.report != "" {
-		// By descriptor, replacing whatever stands at the name: a user's
-		// symlink there (in /tmp, say) must not make root truncate the
-		// file it points to.
-		if err := safedir.WriteFile(f.report, append(b, '\n'), 0o644); err != nil {
-			o.warnf("run: --report %s: %v", f.report, err)
+		if err := contain.WriteFile(f.report, append(b, '\n')); err != nil {
+			o.Warnf("run: --report %s: %v", f.report, err)
 		}
+	}
+	if f.junit != "" {
+		if err := contain.WriteFile(f.junit, rep.JUnit(command)); err != nil {
+			o.Warnf("run: --junit %s: %v", f.junit, err)
+		}
+	}
+	if err := rep.GitHub(o.Stdout); err != nil {
+		o.Warnf("run: %v", err)
 	}
 }
 
@@ -199,24 +143,24 @@ func writeRunReport(o out, f runFlags, rep contain.Report, code int, why, tl str
 func runReap(o out, dir string) int {
 	reaped, err := contain.Reap(dir)
 	if err != nil {
-		o.errorf("run --reap: %v", err)
+		o.Errorf("run --reap: %v", err)
 		return exitRefused
 	}
 	code := exitZero
 	for _, r := range reaped {
 		if r.Err != nil {
-			o.warnf("run --reap: %s: %v", r.Name, r.Err)
+			o.Warnf("run --reap: %s: %v", r.Name, r.Err)
 			code = exitSurvivors
 			continue
 		}
 		if r.Gone {
-			o.sayf("run --reap: %s (%s): its groups were gone already; its state file removed", r.Name, match.ShellJoin(r.Command))
+			o.Sayf("run --reap: %s (%s): its groups were gone already; its state file removed", r.Name, match.ShellJoin(r.Command))
 			continue
 		}
-		o.sayf("run --reap: ended %s (%s): %d process(es) it left, killed; its groups removed", r.Name, match.ShellJoin(r.Command), r.Left)
+		o.Sayf("run --reap: ended %s (%s): %d process(es) it left, killed; its groups removed", r.Name, match.ShellJoin(r.Command), r.Left)
 	}
 	if len(reaped) == 0 {
-		o.sayf("run --reap: no run whose freeze is gone")
+		o.Sayf("run --reap: no run whose freeze is gone")
 	}
 	return code
 }
@@ -236,22 +180,22 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	fl.StringVar(&f.junit, "junit", "", "")
 	fl.StringVar(&f.leaks, "leaks", "fail", "")
 	fl.DurationVar(&f.delay, "leak-timeout", time.Second, "")
-	ff := addFormat(fl, "run: ", "text", "json")
+	ff := say.AddFormat(fl, "run: ", "text", "json")
 	fl.BoolVar(&f.allowLeftovers, "allow-leftovers", false, "")
 	fl.BoolVar(&f.reap, "reap", false, "")
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
 	fl.StringVar(&f.stateDir, "state-dir", contain.StateDir(), "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.flagError("run: ", err)
-		o.hintf("freeze run [--max-procs N] [--timeout D] -- CMD [ARGS...]; see 'freeze run --help'")
+		flagError(o, "run", "run: ", err)
+		o.Hintf("freeze run [--max-procs N] [--timeout D] -- CMD [ARGS...]; see 'freeze run --help'")
 		return f, nil, exitUsage
 	}
 	if *help {
-		fmt.Fprint(o.stdout, runUsage)
+		fmt.Fprint(o.Stdout, runUsage)
 		return f, nil, exitZero
 	}
-	format, code := ff.resolve(o)
+	format, code := ff.Resolve(o)
 	if code >= 0 {
 		return f, nil, code
 	}
@@ -259,26 +203,26 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	command := fl.Args()
 	switch {
 	case f.reap && len(command) > 0:
-		o.errorf("run: --reap ends what earlier runs left; it takes no command")
+		o.Errorf("run: --reap ends what earlier runs left; it takes no command")
 	case f.reap:
 		return f, nil, -1
 	case len(command) == 0:
-		o.errorf("run: no command")
-		o.hintf("freeze run -- make check; freeze run --max-procs 512 -- go test ./...")
+		o.Errorf("run: no command")
+		o.Hintf("freeze run -- make check; freeze run --max-procs 512 -- go test ./...")
 	case f.maxProcs < 2:
-		o.errorf("run: --max-procs %d: the command needs at least 2 tasks (it and one child); a test suite wants hundreds", f.maxProcs)
+		o.Errorf("run: --max-procs %d: the command needs at least 2 tasks (it and one child); a test suite wants hundreds", f.maxProcs)
 	case !filepath.IsAbs(f.stateDir):
-		o.errorf("run: --state-dir %q is not absolute", f.stateDir)
+		o.Errorf("run: --state-dir %q is not absolute", f.stateDir)
 	case f.timeout < 0:
-		o.errorf("run: --timeout %v: give a positive duration such as 30s or 10m (or leave it out: no timeout)", f.timeout)
+		o.Errorf("run: --timeout %v: give a positive duration such as 30s or 10m (or leave it out: no timeout)", f.timeout)
 	case f.delay < 0:
-		o.errorf("run: --wait-delay %v: give a duration of 0 or more, such as 1s", f.delay)
+		o.Errorf("run: --wait-delay %v: give a duration of 0 or more, such as 1s", f.delay)
 	case f.leaks != "fail" && f.leaks != "warn":
-		o.errorf("run: --leaks %q: give fail (a leftover fails the run, exit 122) or warn (it is reported, and the command's status kept)", f.leaks)
+		o.Errorf("run: --leaks %q: give fail (a leftover fails the run, exit 122) or warn (it is reported, and the command's status kept)", f.leaks)
 	case f.junit != "" && !filepath.IsAbs(f.junit) && strings.HasPrefix(f.junit, "-"):
-		o.errorf("run: --junit %q: give the file to write, such as --junit freeze-run.xml", f.junit)
+		o.Errorf("run: --junit %q: give the file to write, such as --junit freeze-run.xml", f.junit)
 	case f.killAfter < 0:
-		o.errorf("run: --kill-after %v: give a duration of 0 or more, such as 10s", f.killAfter)
+		o.Errorf("run: --kill-after %v: give a duration of 0 or more, such as 10s", f.killAfter)
 	default:
 		return f, command, -1
 	}

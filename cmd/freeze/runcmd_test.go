@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"freeze/internal/contain"
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/proc"
@@ -98,14 +99,14 @@ func TestRunLeavesNothingOfASessionEscape(t *testing.T) {
 	t0 := time.Now()
 	c, _ := runUnder(t, []string{"/bin/sh", "-c", bin + " run --wait-delay 500ms --report " + report + " -t " + tl + " -- /bin/sh -c '" + inner + "' 2>" + said + " | cat"}, 30*time.Second)
 	took := time.Since(t0)
-	var r runJSON
+	var r contain.ReportJSON
 	b, err := os.ReadFile(report)
 	if err == nil {
 		err = json.Unmarshal(b, &r)
 	}
 	stderr, _ := os.ReadFile(said)
-	if err != nil || r.Exit != exitRunLeftovers || !strings.Contains(c.Stdout(), "started") {
-		t.Fatalf("report %+v (%v), want exit %d; stdout %q; stderr:\n%s", r, err, exitRunLeftovers, c.Stdout(), stderr)
+	if err != nil || r.Exit != 122 || !strings.Contains(c.Stdout(), "started") {
+		t.Fatalf("report %+v (%v), want exit %d; stdout %q; stderr:\n%s", r, err, 122, c.Stdout(), stderr)
 	}
 	if took > 15*time.Second {
 		t.Errorf("freeze run and its reader took %v: the leftover held the pipe", took)
@@ -121,7 +122,7 @@ func TestRunLeavesNothingOfASessionEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := timeline.Summarize("", tl, events)
-	if h.Outcome != string(timeline.StepRunEnd) || h.Exit != exitRunLeftovers || h.Survivors != 1 {
+	if h.Outcome != string(timeline.StepRunEnd) || h.Exit != 122 || h.Survivors != 1 {
 		t.Errorf("the timeline's summary: outcome %s, exit %d, leftovers %d", h.Outcome, h.Exit, h.Survivors)
 	}
 }
@@ -145,12 +146,12 @@ func TestRunNamesALeftoversPort(t *testing.T) {
 	inner := "setsid " + listen + " " + portFile + " & while [ ! -s " + portFile + " ]; do sleep 0.05; done"
 	c, code := runUnder(t, []string{bin, "run", "--wait-delay", "300ms", "--report", report, "-t", filepath.Join(dir, "run.jsonl"), "--", "/bin/sh", "-c", inner}, 60*time.Second)
 	port, _ := os.ReadFile(portFile)
-	var r runJSON
+	var r contain.ReportJSON
 	b, err := os.ReadFile(report)
 	if err == nil {
 		err = json.Unmarshal(b, &r)
 	}
-	if err != nil || code != exitRunLeftovers || len(port) == 0 {
+	if err != nil || code != 122 || len(port) == 0 {
 		t.Fatalf("exit %d, report %+v (%v), port %q; stderr:\n%s", code, r, err, port, c.Stderr())
 	}
 	want := "tcp 127.0.0.1:" + string(port)
@@ -177,8 +178,8 @@ func TestRunCapStopsAForkBomb(t *testing.T) {
 	report := filepath.Join(dir, "report.json")
 	c, code := runUnder(t, []string{bin, "run", "--max-procs", "64", "--wait-delay", "2s", "--report", report, "-t", filepath.Join(dir, "run.jsonl"),
 		"--", bash, "-c", ":(){ :|:& };:"}, 60*time.Second)
-	if code != exitRunCapHit {
-		t.Fatalf("exit %d, want %d (the cap fired); stderr:\n%s", code, exitRunCapHit, c.Stderr())
+	if code != 123 {
+		t.Fatalf("exit %d, want %d (the cap fired); stderr:\n%s", code, 123, c.Stderr())
 	}
 	if !strings.Contains(c.Stderr(), "the cap fired") {
 		t.Errorf("freeze run does not say the cap fired:\n%s", c.Stderr())
@@ -190,7 +191,7 @@ func TestRunCapStopsAForkBomb(t *testing.T) {
 	if left := running(t, bash); len(left) > 0 {
 		t.Fatalf("%d processes of the bomb alive after freeze run returned", len(left))
 	}
-	var r runJSON
+	var r contain.ReportJSON
 	b, err := os.ReadFile(report)
 	if err == nil {
 		err = json.Unmarshal(b, &r)
@@ -319,13 +320,13 @@ func TestRunNestedInsideAnotherRun(t *testing.T) {
 	c, code := runUnder(t, []string{bin, "run", "--timeout", "3s", "--wait-delay", "200ms", "--report", report, "-t", filepath.Join(dir, "outer.jsonl"),
 		"--", bin, "run", "--wait-delay", "60s", "--state-dir", innerState, "-t", filepath.Join(dir, "inner.jsonl"),
 		"--", "/bin/sh", "-c", sleep + " 60 & echo started"}, 60*time.Second)
-	var r runJSON
+	var r contain.ReportJSON
 	b, err := os.ReadFile(report)
 	if err == nil {
 		err = json.Unmarshal(b, &r)
 	}
-	if err != nil || code != exitRunTimedOut || !r.Zero {
-		t.Fatalf("outer: exit %d, report %+v (%v), want %d and zero; stderr:\n%s", code, r, err, exitRunTimedOut, c.Stderr())
+	if err != nil || code != 124 || !r.Zero {
+		t.Fatalf("outer: exit %d, report %+v (%v), want %d and zero; stderr:\n%s", code, r, err, 124, c.Stderr())
 	}
 	if left := running(t, sleep); len(left) > 0 {
 		t.Fatalf("the inner run's sleep is alive after the outer returned: %v; stderr:\n%s", left, c.Stderr())
@@ -367,10 +368,10 @@ func TestRunInsideAContainer(t *testing.T) {
 		"mount -t cgroup -o pids pids /sys/fs/cgroup/pids && mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified && " +
 		"exec " + bin + " run --max-procs 64 --wait-delay 2s --report " + report + " -t " + filepath.Join(dir, "run.jsonl") + " -- " + bash + " -c ':(){ :|:& };:'"
 	c, code := runUnder(t, []string{"/usr/bin/unshare", "--cgroup", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", inner}, 60*time.Second)
-	if code != exitRunCapHit {
-		t.Fatalf("exit %d, want %d (the cap fired); stderr:\n%s", code, exitRunCapHit, c.Stderr())
+	if code != 123 {
+		t.Fatalf("exit %d, want %d (the cap fired); stderr:\n%s", code, 123, c.Stderr())
 	}
-	var r runJSON
+	var r contain.ReportJSON
 	b, err := os.ReadFile(report)
 	if err == nil {
 		err = json.Unmarshal(b, &r)
@@ -445,8 +446,8 @@ func TestRunAsNobodySaysWhichGuaranteesHold(t *testing.T) {
 	os.Chmod(sleep, 0o755)
 	c, code = runUnder(t, []string{"/usr/sbin/runuser", "-u", "nobody", "--", nbin, "run", "--wait-delay", "300ms", "--state-dir", filepath.Join(dir, "state"),
 		"-t", filepath.Join(dir, "run2.jsonl"), "--", "/bin/sh", "-c", "setsid " + sleep + " 60 & exit 0"}, 30*time.Second)
-	if code != exitRunLeftovers || !strings.Contains(c.Stderr(), "left its session") {
-		t.Fatalf("a leftover as nobody: exit %d, want %d; stderr:\n%s", code, exitRunLeftovers, c.Stderr())
+	if code != 122 || !strings.Contains(c.Stderr(), "left its session") {
+		t.Fatalf("a leftover as nobody: exit %d, want %d; stderr:\n%s", code, 122, c.Stderr())
 	}
 	if left := running(t, sleep); len(left) > 0 {
 		t.Fatalf("alive after freeze run as nobody: %v", left)
@@ -597,7 +598,7 @@ func TestRunSeesADescendantThatLeftItsGroup(t *testing.T) {
 	script := "/bin/sh -c '" + move + "exec " + sleep + " 60' & " +
 		"for i in $(seq 1 200); do grep -q freeze-test-escape /proc/$!/cgroup && break; sleep 0.05; done"
 	c, code := runUnder(t, []string{bin, "run", "--wait-delay", "300ms", "--report", report, "-t", filepath.Join(dir, "run.jsonl"), "--", "/bin/sh", "-c", script}, 60*time.Second)
-	var r runJSON
+	var r contain.ReportJSON
 	b, _ := os.ReadFile(report)
 	json.Unmarshal(b, &r)
 	if code != 122 {
@@ -701,7 +702,7 @@ func TestLeavesAHelper(t *testing.T) {
 	if !strings.Contains(c.Stderr(), want) {
 		t.Errorf("the leftover does not name its package (%q):\n%s", want, c.Stderr())
 	}
-	var r runJSON
+	var r contain.ReportJSON
 	b, _ := os.ReadFile(report)
 	if json.Unmarshal(b, &r) != nil || len(r.Leftovers) != 1 || !strings.Contains(r.Leftovers[0].StartedBy, "of package "+mod) || len(r.Leftovers[0].Args) != 2 {
 		t.Errorf("the report's leftover: %s", b)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"freeze/internal/guard"
 	"freeze/internal/incident"
 	"freeze/internal/match"
+	"freeze/internal/say"
 	"freeze/internal/timeline"
 	"freeze/runbooks"
 )
@@ -31,23 +31,23 @@ func runRunbook(o out, args []string) int {
 	list := fl.BoolP("list", "l", false, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.errorf("runbook: %v", err)
-		o.hintf("freeze runbook [NAME | --list]")
+		o.Errorf("runbook: %v", err)
+		o.Hintf("freeze runbook [NAME | --list]")
 		return exitUsage
 	}
 	if *help {
-		fmt.Fprint(o.stdout, runbookUsage)
+		fmt.Fprint(o.Stdout, runbookUsage)
 		return exitZero
 	}
 	if *list {
 		for _, r := range runbooks.List() {
-			fmt.Fprintf(o.stdout, "%-12s %s\n", r[0], r[1])
+			fmt.Fprintf(o.Stdout, "%-12s %s\n", r[0], r[1])
 		}
 		return exitZero
 	}
 	name := runbooks.Default
 	if fl.NArg() > 1 {
-		o.errorf("runbook: one name at a time")
+		o.Errorf("runbook: one name at a time")
 		return exitUsage
 	}
 	if fl.NArg() == 1 {
@@ -59,13 +59,13 @@ func runRunbook(o out, args []string) int {
 		for _, r := range runbooks.List() {
 			names = append(names, r[0])
 		}
-		o.errorf("no runbook called %q", name)
-		o.hintf("the runbooks are: %s", strings.Join(names, ", "))
+		o.Errorf("no runbook called %q", name)
+		o.Hintf("the runbooks are: %s", strings.Join(names, ", "))
 		return exitUsage
 	}
 	// The steps' anchors (<a id="step-N"></a>, what the alerts'
 	// runbook_url points at) are for a renderer, not for a terminal.
-	fmt.Fprint(o.stdout, stepAnchor.ReplaceAllString(text, ""))
+	fmt.Fprint(o.Stdout, stepAnchor.ReplaceAllString(text, ""))
 	return exitZero
 }
 
@@ -74,19 +74,19 @@ var stepAnchor = regexp.MustCompile(`<a id="step-[0-9]+"></a>`)
 func runTimeline(o out, args []string) int {
 	fl := pflag.NewFlagSet("freeze timeline", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	ff := addFormat(fl, "timeline: ", "markdown", "text", "svg", "json", "jsonl")
+	ff := say.AddFormat(fl, "timeline: ", "markdown", "text", "svg", "json", "jsonl")
 	fleet := fl.StringArray("fleet", nil, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.errorf("timeline: %v", err)
-		o.hintf("freeze timeline FILE [--format markdown|text|svg|json|jsonl], or freeze timeline --fleet DIR")
+		o.Errorf("timeline: %v", err)
+		o.Hintf("freeze timeline FILE [--format markdown|text|svg|json|jsonl], or freeze timeline --fleet DIR")
 		return exitUsage
 	}
 	if *help {
-		fmt.Fprint(o.stdout, timelineUsage)
+		fmt.Fprint(o.Stdout, timelineUsage)
 		return exitZero
 	}
-	format, code := ff.resolve(o)
+	format, code := ff.Resolve(o)
 	if code >= 0 {
 		return code
 	}
@@ -94,8 +94,8 @@ func runTimeline(o out, args []string) int {
 		return runFleet(o, append(*fleet, fl.Args()...), format)
 	}
 	if fl.NArg() != 1 {
-		o.errorf("timeline: name one timeline file, or a directory with --fleet")
-		o.hintf("freeze timeline FILE [--format markdown|text|svg|json|jsonl]; freeze prints the path at the start and end of a run")
+		o.Errorf("timeline: name one timeline file, or a directory with --fleet")
+		o.Hintf("freeze timeline FILE [--format markdown|text|svg|json|jsonl]; freeze prints the path at the start and end of a run")
 		return exitUsage
 	}
 	if st, err := os.Stat(fl.Arg(0)); err == nil && st.IsDir() {
@@ -103,14 +103,14 @@ func runTimeline(o out, args []string) int {
 	}
 	events, err := timeline.ReadFile(fl.Arg(0))
 	if err != nil && len(events) == 0 {
-		o.errorf("timeline %s: %v", fl.Arg(0), err)
+		o.Errorf("timeline %s: %v", fl.Arg(0), err)
 		return exitUsage
 	}
 	if err != nil {
-		o.warnf("timeline %s: %v; rendering the %d events before it", fl.Arg(0), err, len(events))
+		o.Warnf("timeline %s: %v; rendering the %d events before it", fl.Arg(0), err, len(events))
 	}
-	if err := timeline.Render(o.stdout, events, format); err != nil {
-		o.errorf("timeline: %v", err)
+	if err := timeline.Render(o.Stdout, events, format); err != nil {
+		o.Errorf("timeline: %v", err)
 		return exitUsage
 	}
 	return exitZero
@@ -122,23 +122,23 @@ func runFleet(o out, paths []string, format string) int {
 	switch format {
 	case "markdown", "json":
 	default:
-		o.errorf("timeline: --format %q is not one a fleet postmortem takes", format)
-		o.hintf("use markdown (the default) or json")
+		o.Errorf("timeline: --format %q is not one a fleet postmortem takes", format)
+		o.Hintf("use markdown (the default) or json")
 		return exitUsage
 	}
 	runs, err := timeline.LoadFleet(paths)
 	if err != nil {
-		o.errorf("timeline: %v", err)
-		o.hintf("name the directory the timelines were collected into, for example: freeze timeline --fleet ./freeze-incident")
+		o.Errorf("timeline: %v", err)
+		o.Hintf("name the directory the timelines were collected into, for example: freeze timeline --fleet ./freeze-incident")
 		return exitUsage
 	}
 	for _, r := range runs {
 		if r.Error != "" {
-			o.warnf("timeline %s: %s", r.File, r.Error)
+			o.Warnf("timeline %s: %s", r.File, r.Error)
 		}
 	}
-	if err := timeline.RenderFleet(o.stdout, runs, format); err != nil {
-		o.errorf("timeline: %v", err)
+	if err := timeline.RenderFleet(o.Stdout, runs, format); err != nil {
+		o.Errorf("timeline: %v", err)
 		return exitUsage
 	}
 	// A fleet with hosts that need an operator is not a success: a
@@ -194,31 +194,20 @@ func runDrill(o out, args []string) int {
 	if code >= 0 {
 		return code
 	}
-	o.sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
-	var rec *timeline.Recorder
-	if f.timeline == "" {
-		rec = incident.DefaultTimeline("drill", o.incident())
-		f.timeline = rec.Path() // the guard's run writes its own beside it
-	} else {
-		rec = incident.OpenTimeline(f.timeline, o.incident())
-	}
-	rep, err := drill.Run(drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Ask: drillAsk(o, f), Out: o.incident()},
-		rec, func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) })
-	ok := err == nil && rep.StopErr == nil && rep.Ended == timeline.StepZero && len(rep.Leftovers) == 0
-	rec.RecordOf(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[ok]),
-		timeline.DrillEnd{Passed: ok, Reached: rep.Reached, Leftovers: rep.Leftovers})
-	incident.CloseTimeline(rec, o.incident())
+	o.Sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
+	rep, err := drill.Run(drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Via: f.via, RunDir: f.runDir,
+		Timeline: f.timeline, Stderr: o.Stderr, Out: o.Incident()})
 	if err != nil {
-		o.errorf("drill: %v", err)
+		o.Errorf("drill: %v", err)
 	}
 	if rep.StopErr != nil {
-		o.errorf("drill: the stop order did not reach zero: %v", rep.StopErr)
+		o.Errorf("drill: the stop order did not reach zero: %v", rep.StopErr)
 	}
 	for _, l := range rep.Leftovers {
-		o.errorf("drill: left behind: %s", l)
+		o.Errorf("drill: left behind: %s", l)
 	}
-	if !ok {
-		o.hintf("read the timeline, and 'freeze runbook no-cgroup' if no cgroup could be used")
+	if !rep.Passed {
+		o.Hintf("read the timeline, and 'freeze runbook no-cgroup' if no cgroup could be used")
 		return exitSurvivors
 	}
 	// One count, said as what it is: the chain grows while freeze starts,
@@ -229,13 +218,13 @@ func runDrill(o out, args []string) int {
 		held = fmt.Sprintf("the chain (%d when the stop order started, %d when freeze held it) contained", rep.Reached, m)
 	}
 	if rep.Guard != nil {
-		o.sayf("drill passed: %s to zero in %s by the guard (through its %s); nothing left behind; the guard's timeline: %s", held, timeline.Dur(rep.Incident), f.via, rep.Guard.Timeline)
+		o.Sayf("drill passed: %s to zero in %s by the guard (through its %s); nothing left behind; the guard's timeline: %s", held, timeline.Dur(rep.Incident), f.via, rep.Guard.Timeline)
 	} else {
-		o.sayf("drill passed: %s to zero in %s with --method %s; nothing left behind", held, timeline.Dur(rep.Incident), rep.Outcome.Group.Method())
+		o.Sayf("drill passed: %s to zero in %s with --method %s; nothing left behind", held, timeline.Dur(rep.Incident), rep.Outcome.Group.Method())
 	}
-	o.sayf("in an incident here: %s --path /abs/path/of/the/runaway (this machine would use --method %s)", self(), rep.WouldUse)
-	if rec.Path() != "" {
-		o.sayf("timeline: %s (render it with: %s timeline %s)", rec.Path(), self(), match.ShellQuote(rec.Path()))
+	o.Sayf("in an incident here: %s --path /abs/path/of/the/runaway (this machine would use --method %s)", say.Self(), rep.WouldUse)
+	if rep.Timeline != "" {
+		o.Sayf("timeline: %s (render it with: %s timeline %s)", rep.Timeline, say.Self(), match.ShellQuote(rep.Timeline))
 	}
 	return exitZero
 }
@@ -255,69 +244,34 @@ func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
 	fl.StringVar(&f.runDir, "run-dir", guard.DefaultRunDir, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
-		o.flagError("drill: ", err)
-		o.hintf("freeze drill [--size N] [--shape tree|line|churn] [--method M] [--timeline FILE]")
+		flagError(o, "drill", "drill: ", err)
+		o.Hintf("freeze drill [--size N] [--shape tree|line|churn] [--method M] [--timeline FILE]")
 		return f, "", exitUsage
 	}
 	if *help {
-		fmt.Fprint(o.stdout, drillUsage)
+		fmt.Fprint(o.Stdout, drillUsage)
 		return f, "", exitZero
 	}
 	m, err := freeze.ParseMethod(f.method, false)
 	switch {
 	case f.shape != "tree" && f.shape != "line" && f.shape != "churn":
-		o.errorf("drill: unknown --shape %q", f.shape)
-		o.hintf("use tree (every process keeps forking), line (each hop hands off to the next) or churn (each starts two and exits)")
+		o.Errorf("drill: unknown --shape %q", f.shape)
+		o.Hintf("use tree (every process keeps forking), line (each hop hands off to the next) or churn (each starts two and exits)")
 	case f.size < 1 || f.size > drill.MaxSize:
-		o.errorf("drill: --size %d: choose 1 to %d", f.size, drill.MaxSize)
+		o.Errorf("drill: --size %d: choose 1 to %d", f.size, drill.MaxSize)
 	case f.timeout <= 0:
-		o.errorf("drill: --timeout %v: need a positive duration such as 60s", f.timeout)
-		o.hintf("it bounds the stop order; the default is %v", incident.Defaults.Timeout)
+		o.Errorf("drill: --timeout %v: need a positive duration such as 60s", f.timeout)
+		o.Hintf("it bounds the stop order; the default is %v", incident.Defaults.Timeout)
 	case err != nil:
-		o.errorf("drill: unknown --method %q", f.method)
-		o.hintf("use auto, bpf, cgroup2, cgroup1 or sigstop")
+		o.Errorf("drill: unknown --method %q", f.method)
+		o.Hintf("use auto, bpf, cgroup2, cgroup1 or sigstop")
 	case f.via != "" && f.via != "fifo" && f.via != "socket":
-		o.errorf("drill: --guard %q: use fifo or socket", f.via)
-		o.hintf("start one first: freeze guard (or systemctl start freeze-guard)")
+		o.Errorf("drill: --guard %q: use fifo or socket", f.via)
+		o.Hintf("start one first: freeze guard (or systemctl start freeze-guard)")
 	default:
 		return f, m, -1
 	}
 	return f, "", exitUsage
-}
-
-// drillAsk is how the drill hands its stop order to a running guard
-// (--guard fifo|socket), nil to run it here. The guard's run writes its
-// own timeline, beside the drill's.
-func drillAsk(o out, f drillFlags) func([]string) (guard.Result, error) {
-	guardTimeline := func(words []string) ([]string, string) {
-		if f.timeline == "" {
-			return words, ""
-		}
-		tl := strings.TrimSuffix(f.timeline, ".jsonl") + "-guard.jsonl"
-		return append(words, "--timeline", tl), tl
-	}
-	switch f.via {
-	case "fifo":
-		return func(words []string) (guard.Result, error) {
-			words, _ = guardTimeline(words)
-			o.sayf("drill: asking the guard at %s through its FIFO: echo %s > %s", f.runDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(f.runDir, guard.AskName))
-			return guard.AskFIFO(f.runDir, words, f.timeout+30*time.Second)
-		}
-	case "socket":
-		return func(words []string) (guard.Result, error) {
-			words, tl := guardTimeline(words)
-			o.sayf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", f.runDir)
-			code, err := guard.Ask(f.runDir, words, o.stderr, o.stderr)
-			outcome := string(timeline.StepZero)
-			if events, rerr := timeline.ReadFile(tl); rerr == nil {
-				outcome = timeline.Summarize("", tl, events).Outcome
-			} else if code != 0 {
-				outcome = fmt.Sprintf("exit %d", code)
-			}
-			return guard.Result{Code: code, Outcome: outcome, Timeline: tl}, err
-		}
-	}
-	return nil
 }
 
 const drillUsage = `Usage:
@@ -354,38 +308,38 @@ func runRestore(o out, args []string) int {
 	help := fl.BoolP("help", "h", false, "")
 	err := fl.Parse(args)
 	if err == nil && *help {
-		fmt.Fprint(o.stdout, restoreUsage)
+		fmt.Fprint(o.Stdout, restoreUsage)
 		return exitZero
 	}
 	if err != nil || *path == "" || fl.NArg() > 0 {
 		if err != nil {
-			o.errorf("restore: %v", err)
+			o.Errorf("restore: %v", err)
 		} else {
-			o.errorf("restore: name the timeline of the run that revoked exec")
+			o.Errorf("restore: name the timeline of the run that revoked exec")
 		}
-		o.hintf("freeze restore --timeline FILE (the run printed the exact command)")
+		o.Hintf("freeze restore --timeline FILE (the run printed the exact command)")
 		return exitUsage
 	}
 	revs, err := incident.Revoked(*path, os.Getuid())
 	if err != nil {
-		o.errorf("restore: timeline %s: %v", *path, err)
+		o.Errorf("restore: timeline %s: %v", *path, err)
 		if errors.Is(err, timeline.ErrUntrusted) {
-			o.hintf("restore takes only a timeline owned by root (or you), not writable by others: the one the run printed")
+			o.Hintf("restore takes only a timeline owned by root (or you), not writable by others: the one the run printed")
 		}
 		return exitUsage
 	}
 	if len(revs) == 0 {
-		o.sayf("restore: the run in %s revoked nothing; nothing to restore", *path)
+		o.Sayf("restore: the run in %s revoked nothing; nothing to restore", *path)
 		return exitZero
 	}
 	code := exitZero
 	for _, r := range revs {
 		if err := freeze.Restore(r); err != nil {
-			o.warnf("restore: left %s alone: %v", r.Path, err)
+			o.Warnf("restore: left %s alone: %v", r.Path, err)
 			code = exitSurvivors
 			continue
 		}
-		o.sayf("restore: %s is back to mode %#o", r.Path, r.Mode)
+		o.Sayf("restore: %s is back to mode %#o", r.Path, r.Mode)
 	}
 	return code
 }

@@ -52,10 +52,22 @@ type Config struct {
 	// themselves out of the run's groups (--allow-leftovers); by default
 	// they are killed with the rest.
 	KeepEscaped bool
+	// FailLeftovers makes a leftover fail the run (ExitLeftovers): --leaks
+	// fail, without --allow-leftovers.
+	FailLeftovers bool
+	// Warn says what went wrong and did not stop the run (a record that
+	// could not be kept).
+	Warn func(string)
 }
 
 // Report is how a run ended.
 type Report struct {
+	// Exit is freeze run's exit code (the command's status, or one of
+	// run's own: ExitNotZero...), and Why says why, strongest reason
+	// first.
+	Exit     int
+	Why      string
+	Max      int    // the cap, pids.max
 	Cap      string // CapCgroup2, CapCgroup1, CapRlimit
 	CapWhy   string
 	Group    string // the group that held the tree, "" for the rlimit
@@ -122,10 +134,26 @@ func (w *capWatch) look(cp *capped) {
 // CapHit reports whether the cap refused a fork.
 func (r Report) CapHit() bool { return r.Refused > 0 }
 
-// Run runs c.Command to its end, then tears down what is left.
+// Run runs c.Command to its end, then tears down what is left, and
+// records the verdict (run-end) with its exit code.
 func Run(c Config) (Report, error) {
+	rep, err := run(c)
+	if err != nil {
+		return rep, err
+	}
+	rep.Exit, rep.Why = c.verdict(rep)
+	c.Rec.RecordOf(timeline.StageRecord, timeline.StepRunEnd, rep.Why, timeline.RunEnd{Exit: rep.Exit, Why: rep.Why, Leftovers: len(rep.Leftovers),
+		Refused: rep.Refused, Peak: rep.Peak, Max: c.MaxProcs, AtCap: rep.AtCap, Zero: rep.Zero, TookMS: msOf(rep.Took),
+		TeardownMS: msOf(rep.TeardownTook), RemoveMS: msOf(rep.RemoveTook)})
+	return rep, nil
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// run runs the command and tears its tree down.
+func run(c Config) (Report, error) {
 	t0 := time.Now()
-	rep := Report{Status: -1, Peak: -1}
+	rep := Report{Status: -1, Peak: -1, Max: c.MaxProcs}
 	if len(c.Command) == 0 {
 		return rep, errors.New("no command")
 	}

@@ -11,6 +11,7 @@ package drill
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -51,9 +52,14 @@ const (
 
 // Config is one drill.
 type Config struct {
-	// Ask, if set, hands the stop order to a running guard (freeze drill
-	// --guard) instead of running it here.
-	Ask     func(words []string) (guard.Result, error)
+	// Via, if set, hands the stop order to the running guard in RunDir
+	// (freeze drill --guard fifo|socket) instead of running it here.
+	Via, RunDir string
+	// Timeline is where the drill records, "" for a new file in the
+	// caller's state directory; the guard's run writes its own beside it.
+	Timeline string
+	// Stderr takes the guard's words to the asker (--guard socket).
+	Stderr  io.Writer
 	Size    int
 	Shape   string // tree, line, churn
 	Method  freeze.Method
@@ -73,7 +79,9 @@ type Report struct {
 	// is the run's own report of it (empty through a guard).
 	Ended       timeline.Step
 	Outcome     stop.Outcome
-	Guard       *guard.Result // the guard's answer, with Config.Ask
+	Guard       *incident.Report // the guard's answer, with Config.Via
+	Passed      bool             // zero reached, nothing left behind
+	Timeline    string           // the drill's record
 	Leftovers   []string
 	StopErr     error
 	Incident    time.Duration
@@ -110,8 +118,28 @@ func Supports() (lines []string, use freeze.Method) {
 	return lines, use
 }
 
-// Run runs a drill. rec records the incident part; say prints a line.
-func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err error) {
+// Run runs a drill, recorded from its start to its verdict (drill-end).
+func Run(c Config) (Report, error) {
+	var rec *timeline.Recorder
+	if c.Timeline == "" {
+		rec = incident.DefaultTimeline("drill", c.Out)
+	} else {
+		rec = incident.OpenTimeline(c.Timeline, c.Out)
+	}
+	c.Timeline = rec.Path()
+	say := func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) }
+	rep, err := run(c, rec, say)
+	rep.Passed = err == nil && rep.StopErr == nil && rep.Ended == timeline.StepZero && len(rep.Leftovers) == 0
+	rec.RecordOf(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[rep.Passed]),
+		timeline.DrillEnd{Passed: rep.Passed, Reached: rep.Reached, Leftovers: rep.Leftovers})
+	incident.CloseTimeline(rec, c.Out)
+	rep.Timeline = rec.Path()
+	return rep, err
+}
+
+// run sets the drill's chain up, practises on it and cleans up. rec
+// records the incident part; say records and prints a line.
+func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err error) {
 	// A drill ended by a signal before its run (Ctrl-C during the set-up,
 	// or its output piped to head, which closes the pipe) still removes
 	// its chain: SIGPIPE is ignored (a write then fails instead of
@@ -169,22 +197,22 @@ func Run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 		return rep, err
 	}
 	spec := match.Spec{Targets: []match.Target{tg}}
-	practise(c, spec, ch.path, rec, &rep)
+	practise(c, spec, ch.path, rec, &rep, say)
 	rep.Leftovers = append(rep.Leftovers, ch.leftovers(spec, rep.Outcome.GatePrograms)...)
 	return rep, nil
 }
 
 // practise runs the stop order on the drill's chain, as an incident would
 // (or hands it to the guard c.Ask reaches), and records how it ended.
-func practise(c Config, spec match.Spec, path string, rec *timeline.Recorder, rep *Report) {
+func practise(c Config, spec match.Spec, path string, rec *timeline.Recorder, rep *Report, say func(string)) {
 	method := c.Method
 	if method == "" {
 		method = freeze.Auto
 	}
 	t0 := time.Now()
 	defer func() { rep.Incident = time.Since(t0) }()
-	if c.Ask != nil {
-		rep.Ended, rep.StopErr = askGuard(c, path, method, rep)
+	if c.Via != "" {
+		rep.Ended, rep.StopErr = askGuard(c, path, method, rep, say)
 		return
 	}
 	// The incident's own path, with the incident's refusals, lift,
@@ -217,16 +245,37 @@ func (c *chain) leftovers(spec match.Spec, programs []uint32) []string {
 }
 
 // askGuard hands the stop order to a running guard: the request as an
-// operator would make it; the guard's own timeline has the run.
-func askGuard(c Config, path string, method freeze.Method, rep *Report) (timeline.Step, error) {
+// operator would make it, through its FIFO (as 'echo ... > ask' would)
+// or its socket (as 'freeze --path' does); the guard's own timeline, beside
+// the drill's, has the run.
+func askGuard(c Config, path string, method freeze.Method, rep *Report, say func(string)) (timeline.Step, error) {
 	words := []string{"--path", path, "--method", string(method), "--timeout", c.Timeout.String()}
-	res, err := c.Ask(words)
+	tl := ""
+	if c.Timeline != "" {
+		tl = strings.TrimSuffix(c.Timeline, ".jsonl") + "-guard.jsonl"
+		words = append(words, "--timeline", tl)
+	}
+	var res incident.Report
+	var err error
+	if c.Via == "fifo" {
+		say(fmt.Sprintf("drill: asking the guard at %s through its FIFO: echo %s > %s", c.RunDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(c.RunDir, guard.AskName)))
+		res, err = guard.AskFIFO(c.RunDir, words, c.Timeout+30*time.Second)
+	} else {
+		say(fmt.Sprintf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", c.RunDir))
+		res.Code, err = guard.Ask(c.RunDir, words, c.Stderr, c.Stderr)
+		res.Timeline = tl
+		if events, rerr := timeline.ReadFile(tl); rerr == nil {
+			res.Outcome = timeline.Step(timeline.Summarize("", tl, events).Outcome)
+		}
+	}
 	rep.Guard = &res
 	if err != nil {
 		return "", err
 	}
-	if res.Code != 0 || res.Outcome != string(timeline.StepZero) {
-		return timeline.Step(res.Outcome), fmt.Errorf("the guard's run ended %q, exit %d (its timeline: %s)", res.Outcome, res.Code, res.Timeline)
+	// Over the socket the outcome is the guard's timeline's; exit 0
+	// with no timeline read is taken as the exit code says.
+	if res.Code != 0 || res.Outcome != timeline.StepZero && res.Outcome != "" {
+		return res.Outcome, fmt.Errorf("the guard's run ended %q, exit %d (its timeline: %s)", res.Outcome, res.Code, res.Timeline)
 	}
 	if events, err := timeline.ReadFile(res.Timeline); err == nil {
 		rep.Outcome.GatePrograms = timeline.GatePrograms(events)

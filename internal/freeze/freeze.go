@@ -54,6 +54,28 @@ func ParseMethod(name string, revoke bool) (Method, error) {
 	return "", fmt.Errorf("%w %q", ErrUnknownMethod, name)
 }
 
+// TriesGate reports whether a run of m tries the kernel gate first:
+// bpf, and auto, where it comes first.
+func (m Method) TriesGate() bool { return m == Bpf || m == Auto }
+
+// GateOnly reports whether m asked for the gate itself (bpf): where it
+// is not available, the run falls back as auto would, and says so.
+func (m Method) GateOnly() bool { return m == Bpf }
+
+// FinishWith is the --method a command that finishes a run must name
+// for the group g left its chain in: cgroup1 for a v1 freezer group, ""
+// (the default) for every other. A task frozen in a v1 freezer acts on
+// SIGKILL only once thawed, and only the cgroup1 method thaws after its
+// kills: the finishing command printed after '--method cgroup1 --hold'
+// used to take the gate (auto), whose kills waited on the frozen tasks,
+// and left survivors.
+func FinishWith(g Group) Method {
+	if g != nil && g.Method() == Cgroup1 {
+		return Cgroup1
+	}
+	return ""
+}
+
 // Methods in the order auto tries them.
 var Methods = []Method{Cgroup2, Cgroup1, Sigstop}
 
@@ -70,9 +92,10 @@ var ErrDeadline = errors.New("deadline passed")
 var ErrStopped = errors.New("stopped between rounds")
 
 // A Group is the frozen set. What differs between the cgroup methods is
-// a method of it. The stop order still asks for the gate by name
-// (--method bpf and auto, in internal/stop): the gate is loaded there,
-// before the first scan, not opened here (issue #35 moves it in).
+// a method of it. The gate is loaded by the stop order (internal/stop),
+// before the first scan, and handed here (OpenGated), not opened by
+// Open; the stop order asks the Method (TriesGate, GateOnly) rather
+// than comparing names.
 type Group interface {
 	Method() Method
 	// Where names the set: a cgroup directory, or "SIGSTOP".

@@ -162,50 +162,72 @@ type Verdict struct {
 // judge scans /proc for the suspect's processes and applies the rule.
 func (a *Auto) judge(s suspect) Verdict {
 	v := Verdict{Attempts: s.attempts}
-	pids, err := proc.Default.PIDs(nil)
+	fam, err := familyOf(s.key)
 	if err != nil {
 		v.Why = err.Error()
 		return v
 	}
-	parent := map[int]int{}
-	mine := map[int]bool{}
-	uid := map[int]int{}
-	place := map[int]container.Place{}
+	fam.chain(&v)
+	a.decide(&v, s.key)
+	if v.Act {
+		a.words(&v)
+	}
+	return v
+}
+
+// family is every live process of one file: its parent, owner and place.
+type family struct {
+	parent, uid map[int]int
+	place       map[int]container.Place
+}
+
+// familyOf reads the live processes of the file key.
+func familyOf(key gate.FileKey) (family, error) {
+	fam := family{parent: map[int]int{}, uid: map[int]int{}, place: map[int]container.Place{}}
+	pids, err := proc.Default.PIDs(nil)
+	if err != nil {
+		return fam, err
+	}
 	for _, pid := range pids {
 		f, err := proc.Default.ExeFile(pid)
-		if err != nil || gate.KeyOf(f) != s.key {
+		if err != nil || gate.KeyOf(f) != key {
 			continue
 		}
 		st, err := proc.Default.ReadStat(pid)
 		if err != nil || st.Zombie() || st.Kernel() {
 			continue
 		}
-		mine[pid], parent[pid] = true, st.PPID
+		fam.parent[pid] = st.PPID
 		if u, err := proc.Default.UID(pid); err == nil {
-			uid[pid] = u
+			fam.uid[pid] = u
 		} else {
-			uid[pid] = -1
+			fam.uid[pid] = -1
 		}
-		place[pid], _ = container.Of(proc.Default, pid)
+		fam.place[pid], _ = container.Of(proc.Default, pid)
 	}
-	// The chain is its deepest lineage of one owner in one place: a
-	// process counts deeper only through a parent of the same file, the
-	// same user and the same container. Its processes are the chain;
-	// another user's processes of the same file (root running a shared
-	// tool, say), or the same file's in another container or on the
-	// host, are left out of the count and of the hold.
+	return fam, nil
+}
+
+// chain finds the chain in the family: its deepest lineage of one owner
+// in one place. A process counts deeper only through a parent of the
+// same file, the same user and the same container. Its processes are
+// the chain; another user's processes of the same file (root running a
+// shared tool, say), or the same file's in another container or on the
+// host, are left out of the count and of the hold.
+func (fam family) chain(v *Verdict) {
+	mine := func(pid int) bool { _, ok := fam.parent[pid]; return ok }
 	v.UID = -1
-	for pid := range mine {
+	for pid := range fam.parent {
 		d := 1
-		for p := parent[pid]; mine[p] && uid[p] == uid[pid] && place[p] == place[pid] && d < AutoDepth; p = parent[p] {
+		for p := fam.parent[pid]; mine(p) && fam.uid[p] == fam.uid[pid] && fam.place[p] == fam.place[pid] && d < AutoDepth; p = fam.parent[p] {
 			d++
 		}
 		if d > v.Depth {
-			v.Depth, v.UID, v.Place, v.pid = d, uid[pid], place[pid], pid
+			v.Depth, v.UID, v.Place, v.pid = d, fam.uid[pid], fam.place[pid], pid
 		}
 	}
-	for pid := range mine {
-		if uid[pid] == v.UID && place[pid] == v.Place {
+	for pid := range fam.parent {
+		if fam.uid[pid] == v.UID && fam.place[pid] == v.Place {
 			v.Live++
 		} else {
 			v.LeftOut++
@@ -214,6 +236,10 @@ func (a *Auto) judge(s suspect) Verdict {
 	if v.pid != 0 {
 		v.Path, v.Deleted, _ = proc.Default.ExePath(v.pid)
 	}
+}
+
+// decide says whether to act on the chain, and why (not).
+func (a *Auto) decide(v *Verdict, key gate.FileKey) {
 	switch {
 	case v.Path != "" && !a.within(v.Path):
 		v.Why = "outside --auto-under"
@@ -228,7 +254,7 @@ func (a *Auto) judge(s suspect) Verdict {
 	case !v.Place.Host() && v.Deleted:
 		v.Why = v.Path + " was deleted inside " + v.Place.String() + ": never acted on automatically (by hand: freeze --path /proc/PID/exe)"
 	default:
-		t, act, why := a.allowed(v.Path, v.Deleted, s.key, v.Place, v.pid)
+		t, act, why := a.allowed(v.Path, v.Deleted, key, v.Place, v.pid)
 		switch {
 		case act && !a.within(t.Path):
 			v.Why = t.Path + " is outside --auto-under"
@@ -238,24 +264,26 @@ func (a *Auto) judge(s suspect) Verdict {
 			v.Why = why
 		}
 	}
-	if v.Act {
-		uidWord := strconv.Itoa(v.UID)
-		v.Words = append(scopeWords(v.Place), "--path", v.Path, "--uid", uidWord, "--hold")
-		if v.LeftOut > 0 {
-			v.Why += fmt.Sprintf("; uid %d's chain in %s only: %d process(es) of the file that other users run, or that run elsewhere, are left alone", v.UID, v.Place, v.LeftOut)
-		}
-		if a.Kill && !v.Place.Host() {
-			v.Why += "; held, not killed: in a container (a disposable copy is a file of this host)"
-		} else if a.Kill {
-			if _, err := freeze.CheckRevoke(v.Path, freeze.DisposableRoots(nil), false); err == nil {
-				v.Words = []string{"--path", v.Path, "--uid", uidWord}
-				v.Why += "; disposable, so killed (--auto-kill)"
-			} else {
-				v.Why += fmt.Sprintf("; held, not killed: %v", err)
-			}
+}
+
+// words are the request the guard makes of a chain it acts on: a hold,
+// or with --auto-kill a kill where the file is disposable.
+func (a *Auto) words(v *Verdict) {
+	uidWord := strconv.Itoa(v.UID)
+	v.Words = append(scopeWords(v.Place), "--path", v.Path, "--uid", uidWord, "--hold")
+	if v.LeftOut > 0 {
+		v.Why += fmt.Sprintf("; uid %d's chain in %s only: %d process(es) of the file that other users run, or that run elsewhere, are left alone", v.UID, v.Place, v.LeftOut)
+	}
+	if a.Kill && !v.Place.Host() {
+		v.Why += "; held, not killed: in a container (a disposable copy is a file of this host)"
+	} else if a.Kill {
+		if _, err := freeze.CheckRevoke(v.Path, freeze.DisposableRoots(nil), false); err == nil {
+			v.Words = []string{"--path", v.Path, "--uid", uidWord}
+			v.Why += "; disposable, so killed (--auto-kill)"
+		} else {
+			v.Why += fmt.Sprintf("; held, not killed: %v", err)
 		}
 	}
-	return v
 }
 
 func (a *Auto) within(path string) bool {
@@ -396,3 +424,7 @@ func autoLine(v Verdict) *AutoLine {
 	return &AutoLine{Path: v.Path, Live: v.Live, Depth: v.Depth, Attempts: v.Attempts, Act: v.Act, Why: v.Why,
 		UID: v.UID, LeftOut: v.LeftOut, Container: v.Place.ID, Pod: v.Place.Pod, Runtime: v.Place.Runtime}
 }
+
+// ExplainAuto says why --auto could not start: it needs the gate's fork
+// counter.
+func ExplainAuto(err error) string { return gate.Explain(err) }

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"freeze/internal/incident"
+	"freeze/internal/timeline"
 )
 
 // ErrNoGuard means no guard answers at the run directory: run locally.
@@ -64,7 +67,7 @@ func Ask(runDir string, words []string, stdout, stderr io.Writer) (int, error) {
 // would with echo, and waits up to within for the guard to log its
 // outcome. The words are quoted so that the guard splits them back as
 // they are.
-func AskFIFO(runDir string, words []string, within time.Duration) (Result, error) {
+func AskFIFO(runDir string, words []string, within time.Duration) (incident.Report, error) {
 	var q []string
 	for _, w := range words {
 		q = append(q, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
@@ -74,12 +77,12 @@ func AskFIFO(runDir string, words []string, within time.Duration) (Result, error
 	f, err := os.OpenFile(filepath.Join(runDir, AskName), os.O_WRONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		// ENXIO: a FIFO nobody reads, so no guard runs.
-		return Result{}, fmt.Errorf("%w (%v)", ErrNoGuard, err)
+		return incident.Report{}, fmt.Errorf("%w (%v)", ErrNoGuard, err)
 	}
 	_, err = f.WriteString(strings.Join(q, " ") + "\n")
 	f.Close()
 	if err != nil {
-		return Result{}, err
+		return incident.Report{}, err
 	}
 	end := time.Now().Add(within)
 	for time.Now().Before(end) {
@@ -90,11 +93,11 @@ func AskFIFO(runDir string, words []string, within time.Duration) (Result, error
 			if json.Unmarshal([]byte(line), &e) != nil || e.Event != "request" || e.Source != "fifo" || !slices.Equal(e.Request, words) {
 				continue
 			}
-			return Result{Code: e.Exit, Outcome: e.Outcome, Timeline: e.Timeline}, nil
+			return incident.Report{Code: e.Exit, Outcome: timeline.Step(e.Outcome), Timeline: e.Timeline}, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return Result{}, fmt.Errorf("the guard logged no outcome of the request within %v: see %s", within, logPath)
+	return incident.Report{}, fmt.Errorf("the guard logged no outcome of the request within %v: see %s", within, logPath)
 }
 
 func countLines(path string) int {

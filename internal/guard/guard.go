@@ -6,10 +6,11 @@
 // write with a builtin) and from a unix socket (which 'freeze --path'
 // hands over to), runs them one after another, and logs each.
 //
-// The stop order comes from the command: it gives the guard a Runner,
-// the same code a freeze command line runs. What the guard keeps of its
-// own is the resident (resident.go): a spare gate loaded ahead, memory
-// locked, the kernel's types read.
+// A request's words go to the stop order's command line (internal/order),
+// the same code a freeze command line runs, and from there to incident;
+// the guard keeps the run armed between requests (incident.Armed: a
+// spare gate loaded ahead, memory locked, the kernel's types read). Run
+// is the guard's whole life, from arming to its last metrics.
 package guard
 
 import (
@@ -30,11 +31,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/gate"
+	"freeze/internal/incident"
+	"freeze/internal/order"
 	"freeze/internal/proc"
+	"freeze/internal/say"
 )
 
 // DefaultRunDir holds the FIFO, the socket, the log and the ledger.
-const DefaultRunDir = "/run/freeze"
+const DefaultRunDir = order.DefaultRunDir
 
 // Names inside the run directory.
 const (
@@ -65,17 +70,6 @@ const queueLen = 64
 // refused hand-over as a contained chain.
 const ExitBusy = 5
 
-// Result is what one request came to.
-type Result struct {
-	Code     int    // the exit code freeze would give
-	Outcome  string // how the run ended, in a word: zero, refused, usage...
-	Timeline string // the run's timeline, if it wrote one
-	// ZeroMS is the time to zero when the run reached it; GateForks and
-	// GateExecs are the attempts of the chain the BPF gate stopped.
-	ZeroMS               float64
-	GateForks, GateExecs uint64
-}
-
 // Asked is one request as the guard hands it to its Runner.
 type Asked struct {
 	Words  []string // freeze's command-line arguments
@@ -87,12 +81,21 @@ type Asked struct {
 }
 
 // Runner runs one request; what the run prints goes to stdout and stderr.
-type Runner func(req Asked, stdout, stderr io.Writer) Result
+// A guard's own is the stop order's (order.Asked); a test gives its own.
+type Runner func(req Asked, stdout, stderr io.Writer) incident.Report
 
 // Config arms a guard.
 type Config struct {
 	RunDir string
-	Run    Runner
+	// Run runs each request; nil runs it as freeze's command line
+	// would (order.Asked), with the guard's armed run (Armed).
+	Run Runner
+	// Armed, with Run nil, hands each request the spare gate, and
+	// readies the next after it.
+	Armed *incident.Armed
+	// After, if set, is called when a request has run (the metrics'
+	// census).
+	After func()
 	// Say prints a line of the guard's own (its stderr, the journal).
 	Say func(string)
 	// Auto, if set, is the automatic mode (--auto N): Serve watches with it.
@@ -453,7 +456,7 @@ func (g *Guard) handle(r request) {
 		g.ack("running", r.line)
 	}
 	t0 := time.Now()
-	res := g.c.Run(Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
+	res := g.run(Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
 	if r.source == "fifo" {
 		g.ack(fmt.Sprintf("done exit %d %s", res.Code, res.Outcome), r.line)
 	}
@@ -463,10 +466,30 @@ func (g *Guard) handle(r request) {
 		fmt.Fprintf(pc, "exit %d\n", res.Code)
 	}
 	g.record("request", &RequestLine{Source: r.source, UID: r.uid, PID: r.pid, Request: r.words,
-		Exit: res.Code, Outcome: res.Outcome, Timeline: res.Timeline, TookMS: float64(time.Since(t0).Microseconds()) / 1000,
-		ZeroMS: res.ZeroMS, GateForks: res.GateForks, GateExecs: res.GateExecs})
-	g.stats.add(res, time.Now())
+		Exit: res.Code, Outcome: string(res.Outcome), Timeline: res.Timeline, TookMS: float64(time.Since(t0).Microseconds()) / 1000,
+		ZeroMS: res.Summary.ZeroMS, GateForks: res.Summary.GateForks, GateExecs: res.Summary.GateExecs})
+	g.stats.add(string(res.Outcome), res.Summary, time.Now())
 	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code, res.Outcome))
+}
+
+// run runs one request: the test's Runner, or the stop order, which
+// takes the spare gate; then the guard readies itself for the next.
+func (g *Guard) run(req Asked, stdout, stderr io.Writer) incident.Report {
+	if g.c.Run != nil {
+		return g.c.Run(req, stdout, stderr)
+	}
+	var spare func() *gate.Gate
+	if g.c.Armed != nil {
+		spare = g.c.Armed.Take
+	}
+	rep := order.Asked(say.Out{Stdout: stdout, Stderr: stderr}, req.Words, req.Judged, spare)
+	if g.c.After != nil {
+		g.c.After()
+	}
+	if g.c.Armed != nil {
+		g.c.Armed.AfterRun() // a new spare and the collector, while idle
+	}
+	return rep
 }
 
 // refuse logs a request that was not run, and tells a socket peer.

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"freeze/internal/incident"
+	"freeze/internal/timeline"
 )
 
 // A request the guard cannot queue is refused with ExitBusy, not 0: a
@@ -94,10 +97,10 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	got := make(chan []string, 1)
-	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) Result {
+	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) incident.Report {
 		words := req.Words
 		got <- words
-		return Result{Code: 0, Outcome: "zero"}
+		return incident.Report{Code: 0, Outcome: timeline.StepZero}
 	}}
 	g, err := Arm(cfg)
 	if err != nil {

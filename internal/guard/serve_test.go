@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"freeze/internal/incident"
+	"freeze/internal/timeline"
 )
 
 // armed is a guard in a run directory of the test's own, serving with a
@@ -34,7 +37,7 @@ func arm(t *testing.T) *armed {
 func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 	t.Helper()
 	a := &armed{dir: filepath.Join(t.TempDir(), "run")}
-	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) Result {
+	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) incident.Report {
 		words := req.Words
 		a.mu.Lock()
 		a.asked = append(a.asked, words)
@@ -42,7 +45,7 @@ func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 		fmt.Fprintf(stderr, "freeze: ran %d words\n", len(words))
 		print(stdout, stderr)
 		fmt.Fprintln(stdout, `{"outcome": "zero"}`)
-		return Result{Code: 0, Outcome: "zero", Timeline: "/tmp/t.jsonl", GateForks: 42}
+		return incident.Report{Code: 0, Outcome: timeline.StepZero, Timeline: "/tmp/t.jsonl", Summary: timeline.HostRun{GateForks: 42}}
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"freeze/internal/timeline"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -36,16 +38,16 @@ func (st *stats) declined() {
 	st.mu.Unlock()
 }
 
-func (st *stats) add(res Result, at time.Time) {
+func (st *stats) add(outcome string, h timeline.HostRun, at time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.s.Runs == nil {
 		st.s.Runs = map[string]int{}
 	}
-	st.s.Runs[res.Outcome]++
-	st.s.LastRun, st.s.LastZeroMS = at, res.ZeroMS
-	st.s.GateForks += res.GateForks
-	st.s.GateExecs += res.GateExecs
+	st.s.Runs[outcome]++
+	st.s.LastRun, st.s.LastZeroMS = at, h.ZeroMS
+	st.s.GateForks += h.GateForks
+	st.s.GateExecs += h.GateExecs
 }
 
 // Stats is what this guard's requests came to since it was armed.
@@ -83,7 +85,7 @@ func ReadStats(runDir string) (Stats, error) {
 			continue
 		}
 		at, _ := time.Parse(time.RFC3339Nano, e.Time)
-		st.add(Result{Outcome: e.Outcome, ZeroMS: e.ZeroMS, GateForks: e.GateForks, GateExecs: e.GateExecs}, at)
+		st.add(e.Outcome, timeline.HostRun{ZeroMS: e.ZeroMS, GateForks: e.GateForks, GateExecs: e.GateExecs}, at)
 	}
 	return st.s, sc.Err()
 }

@@ -28,7 +28,7 @@ const memoryLimit = 256 << 20
 // for the timeline. Against a chain spinning at its cap an ordinary
 // process gets one share among thousands: this comes first. A long-lived
 // caller (the guard) turns the collector back on after the run
-// (guard.Resident.AfterRun).
+// (Armed.AfterRun).
 func Prepare(o Output) []string {
 	raised, err := priority.Raise()
 	if ok, us := early.Lifted(); ok {

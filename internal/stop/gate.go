@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"freeze/internal/freeze"
 	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/proc"
@@ -19,7 +18,7 @@ import (
 // wantsGate reports whether the run tries the kernel gate: --method bpf,
 // and auto, where it comes first.
 func (r *run) wantsGate() bool {
-	return !r.c.DryRun && (r.c.Method == freeze.Bpf || r.c.Method == freeze.Auto)
+	return !r.c.DryRun && r.c.Method.TriesGate()
 }
 
 // gate is the first part of step 2, taken before the first scan: the

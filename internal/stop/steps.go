@@ -244,7 +244,7 @@ func (r *run) openGroup() error {
 	switch {
 	case r.gateOn != nil:
 		g, why, err = freeze.OpenGated(r.c.FS, r.gateOn, r.c.Hold, name)
-	case r.c.Method == freeze.Bpf:
+	case r.c.Method.GateOnly():
 		g, why, err = freeze.Open(r.c.FS, freeze.Auto, name)
 		why = "asked for bpf, but the gate is not available (" + r.gateWhy + "); " + why
 	default:

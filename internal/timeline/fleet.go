@@ -84,6 +84,8 @@ func ExitCode(end Step) (int, bool) {
 		return ExitRefused, true
 	case StepInterrupted:
 		return ExitInterrupted, true
+	case StepUsage:
+		return ExitUsage, true
 	case StepDrillEnd:
 		return ExitZero, true // a failed drill exits 1: Summarize reads its verdict
 	case StepRunEnd:

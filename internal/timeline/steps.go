@@ -56,6 +56,7 @@ const (
 	StepInterrupted    Step = "interrupted"
 	StepRefused        Step = "refused" // a safety rule refused the run; nothing changed
 	StepFailed         Step = "failed"  // an error ended the run
+	StepUsage          Step = "usage"   // the request's words were wrong: nothing ran
 	StepDrillEnd       Step = "drill-end"
 	StepRunEnd         Step = "run-end" // freeze run's teardown and verdict
 )

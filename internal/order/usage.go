@@ -1,4 +1,4 @@
-package main
+package order
 
 import (
 	"strings"
@@ -6,6 +6,14 @@ import (
 	"freeze/internal/match"
 )
 
+// DefaultRunDir is a guard's directory, where a request is handed over.
+const DefaultRunDir = "/run/freeze"
+
+// Commands are freeze's subcommands in the order the help lists them,
+// "" being freeze itself (the stop order).
+var Commands = []string{"", "run", "guard", "census", "drill", "timeline", "runbook", "restore", "node", "version", "help", "completion", "man"}
+
+// usage is the stop order's usage text, freeze's own.
 const usage = `Usage:
     freeze --path PATH [--path PATH ...] [options]
     freeze --under DIR [options]
@@ -56,7 +64,7 @@ Options:
                              jsonpath='{.metadata.uid}')
         --uid UID            only processes of user UID (repeatable): one
                              user's chain, where others run the same file
-        --no-descendants     leave out the descendants of matches
+        --no-descendants     leave say.Out the descendants of matches
     -m, --method METHOD      auto (default: bpf where it loads, else the
                              first of cgroup2, cgroup1, sigstop), bpf,
                              cgroup2, cgroup1 or sigstop; none (with
@@ -124,7 +132,8 @@ Examples:
     freeze drill                       # practise on a chain of its own
 `
 
-func usageText() string {
+// Usage is the stop order's usage text, with the lists it names.
+func Usage() string {
 	r := strings.NewReplacer(
 		"DAEMONS", wrap(match.Daemons, 8),
 		"INTERPRETERS", wrap(match.Interpreters, 8))

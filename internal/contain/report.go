@@ -1,0 +1,163 @@
+package contain
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"freeze/internal/match"
+	"freeze/internal/safedir"
+	"freeze/internal/timeline"
+)
+
+// junitSuite is the run as a JUnit XML test suite: a failing test case
+// per leftover and per cap hit, a passing one when clean. GitLab reads it
+// as a report; Jenkins, and GitHub through an action, show it.
+type junitSuite struct {
+	XMLName  xml.Name    `xml:"testsuite"`
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Time     string      `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// findings are what a run reports to CI: each leftover and the cap hit,
+// as a title and a message.
+func (rep Report) findings() [][2]string {
+	var out [][2]string
+	for _, l := range rep.Leftovers {
+		title := fmt.Sprintf("left behind: pid %d %s", l.PID, l.Comm)
+		if l.StartedBy != "" {
+			title += " (started by " + l.StartedBy + ")"
+		}
+		out = append(out, [2]string{title, l.String()})
+	}
+	if rep.CapHit() {
+		out = append(out, [2]string{fmt.Sprintf("the cap of %d tasks refused %d fork(s)", rep.Max, rep.Refused),
+			fmt.Sprintf("pids.max=%d refused %d fork(s) (peak %d tasks): a fork bomb, or a suite that needs a larger --max-procs; when it first fired the group held %s", rep.Max, rep.Refused, rep.Peak, strings.Join(rep.AtCap, ", "))})
+	}
+	return out
+}
+
+// JUnit is the run of command as JUnit XML.
+func (rep Report) JUnit(command []string) []byte {
+	name := "freeze run -- " + match.ShellJoin(command)
+	s := junitSuite{Name: name, Time: fmt.Sprintf("%.3f", rep.Took.Seconds())}
+	for _, fd := range rep.findings() {
+		s.Cases = append(s.Cases, junitCase{Name: fd[0], Classname: "freeze.run",
+			Failure: &junitFailure{Message: fd[0], Type: "leftover", Text: fd[1]}})
+	}
+	if rep.CapHit() {
+		s.Cases[len(s.Cases)-1].Failure.Type = "cap"
+	}
+	if len(s.Cases) == 0 {
+		s.Cases = append(s.Cases, junitCase{Name: "nothing outlived the command, and the cap never fired", Classname: "freeze.run"})
+	}
+	s.Tests, s.Failures = len(s.Cases), len(rep.findings())
+	b, _ := xml.MarshalIndent(s, "", "  ")
+	return append([]byte(xml.Header), append(b, '\n')...)
+}
+
+// GitHub writes, under GitHub Actions (GITHUB_ACTIONS=true), one error
+// annotation per finding (a workflow command on stdout, after the
+// command has ended) and a table in the job's summary.
+func (rep Report) GitHub(stdout io.Writer) error {
+	if os.Getenv("GITHUB_ACTIONS") != "true" {
+		return nil
+	}
+	code, why := rep.Exit, rep.Why
+	fds := rep.findings()
+	for _, fd := range fds {
+		fmt.Fprintf(stdout, "::error title=%s::%s\n", ghEscape(fd[0], true), ghEscape(fd[1], false))
+	}
+	path := os.Getenv("GITHUB_STEP_SUMMARY")
+	if path == "" {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### freeze run: exit %d\n\n%s\n\n", code, why)
+	if len(fds) > 0 {
+		b.WriteString("| finding | detail |\n| --- | --- |\n")
+		for _, fd := range fds {
+			fmt.Fprintf(&b, "| %s | %s |\n", mdCell(fd[0]), mdCell(fd[1]))
+		}
+	}
+	sf, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("GITHUB_STEP_SUMMARY: %w", err)
+	}
+	defer sf.Close()
+	_, err = sf.WriteString(b.String())
+	return err
+}
+
+// ghEscape escapes a workflow command's data (and, for a property, its
+// ':' and ',') as the runner's toolkit does.
+func ghEscape(s string, property bool) string {
+	r := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
+	s = r.Replace(s)
+	if property {
+		s = strings.NewReplacer(":", "%3A", ",", "%2C").Replace(s)
+	}
+	return s
+}
+
+// mdCell makes a string one cell of a markdown table.
+func mdCell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(s)
+}
+
+// ReportJSON is a run's report as --format json and --report write it,
+// and as a reader takes it back.
+type ReportJSON struct {
+	Exit      int                    `json:"exit"`
+	Why       string                 `json:"why"`
+	Status    int                    `json:"status"`
+	Cap       string                 `json:"cap"`
+	CapWhy    string                 `json:"cap_why"`
+	Group     string                 `json:"group,omitempty"` // the group whose pids.max capped it
+	TimedOut  bool                   `json:"timed_out"`
+	Refused   int                    `json:"forks_refused"`
+	Peak      int                    `json:"peak"`
+	Leftovers []timeline.RunLeftover `json:"leftovers"`
+	AtCap     []string               `json:"at_cap,omitempty"` // what the group held when the cap first fired
+	Zero      bool                   `json:"zero"`
+	Timeline  string                 `json:"timeline,omitempty"`
+	TookMS    float64                `json:"took_ms"`
+}
+
+// JSON is the report as --format json prints it and --report writes it;
+// tl is the run's timeline, if kept.
+func (r Report) JSON(tl string) []byte {
+	j := ReportJSON{Exit: r.Exit, Why: r.Why, Status: r.Status, Cap: r.Cap, CapWhy: r.CapWhy, Group: r.Group, TimedOut: r.TimedOut,
+		Refused: r.Refused, Peak: r.Peak, Zero: r.Zero, Timeline: tl, TookMS: msOf(r.Took),
+		Leftovers: []timeline.RunLeftover{}, AtCap: r.AtCap}
+	for _, l := range r.Leftovers {
+		j.Leftovers = append(j.Leftovers, l.Record())
+	}
+	b, _ := json.MarshalIndent(j, "", "  ")
+	return b
+}
+
+// WriteFile writes b to path by descriptor, replacing whatever stands at
+// the name: a user's symlink there (in /tmp, say) must not make root
+// truncate the file it points to.
+func WriteFile(path string, b []byte) error {
+	return safedir.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,83 @@
+package incident
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
+
+	"freeze/internal/gate"
+)
+
+// Armed is the armed form of a run, as a guard keeps it between
+// requests, so that a request costs what a run costs and nothing more:
+// the process's memory faulted in and locked, the kernel's types read,
+// and a gate's programs loaded and waiting (the spare). Requests run one
+// at a time, so one spare is enough. A request takes the spare (Take),
+// and AfterRun readies the next.
+type Armed struct {
+	spare *gate.Gate
+	// GateOK and GateWhy are what the probe said when Arm armed it.
+	GateOK  bool
+	GateWhy string
+}
+
+// Arm locks the process's memory, probes the gate and loads a spare
+// where it loads; say prints the guard's own lines.
+func Arm(say func(string)) *Armed {
+	debug.SetGCPercent(100)
+	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
+		say(fmt.Sprintf("warning: mlockall: %v; the guard's memory may be paged out", err))
+	}
+	k := gate.Probe("")
+	r := &Armed{GateOK: k[0].OK, GateWhy: k[0].Why}
+	say(fmt.Sprintf("gate: %s: %s", map[bool]string{true: "loads", false: "not available"}[r.GateOK], r.GateWhy))
+	if r.GateOK {
+		r.load()
+	}
+	return r
+}
+
+// SpareLoaded says a spare gate waits for the next request.
+func (r *Armed) SpareLoaded() bool { return r.spare != nil }
+
+// load loads a spare gate if there is none; without one, a request loads
+// its own.
+func (r *Armed) load() {
+	if r.spare != nil || !r.GateOK {
+		return
+	}
+	if g, err := gate.Load(gate.Config{Ahead: true}); err == nil {
+		g.LoadExtras()
+		r.spare = g
+	}
+}
+
+// Take hands the spare gate to a run (its Request.Gate), which owns it
+// from then on; nil when there is none.
+func (r *Armed) Take() *gate.Gate {
+	if r == nil {
+		return nil
+	}
+	g := r.spare
+	r.spare = nil
+	return g
+}
+
+// AfterRun readies the process for the next request, while it is idle: a
+// new spare, and the collector back on (a run turns it off; the guard
+// lives on).
+func (r *Armed) AfterRun() {
+	r.load()
+	debug.SetGCPercent(100)
+	runtime.GC()
+}
+
+// Close unloads the spare.
+func (r *Armed) Close() {
+	if r.spare != nil {
+		r.spare.Close()
+		r.spare = nil
+	}
+}

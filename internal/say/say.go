@@ -1,0 +1,81 @@
+// Package say is freeze's voice: every word to the operator goes through
+// an Out, on stderr, "freeze: " first, lower case, one message a line (a
+// control character in a path is escaped, never printed). The command
+// line and the guard (which answers its asker with the same words) share
+// it, with the hints that help a mistyped command along.
+package say
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"freeze/internal/incident"
+	"freeze/internal/match"
+	"freeze/internal/timeline"
+)
+
+// Out is where a command's words go: its report on Stdout, the rest on
+// Stderr.
+type Out struct {
+	Stdout, Stderr io.Writer
+}
+
+// Errorf says what went wrong.
+func (o Out) Errorf(format string, a ...any) {
+	fmt.Fprintf(o.Stderr, "freeze: error: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+}
+
+// Hintf says what to do next.
+func (o Out) Hintf(format string, a ...any) {
+	fmt.Fprintf(o.Stderr, "freeze: hint: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+}
+
+// Warnf says what went wrong without stopping the command.
+func (o Out) Warnf(format string, a ...any) {
+	fmt.Fprintf(o.Stderr, "freeze: warning: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+}
+
+// Sayf says what happened.
+func (o Out) Sayf(format string, a ...any) {
+	fmt.Fprintf(o.Stderr, "freeze: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+}
+
+// Progress prints one event as a short timestamped line, with the
+// runbook step it belongs to.
+func (o Out) Progress(e timeline.Event) {
+	if e.Msg == "" {
+		return
+	}
+	stage := ""
+	if e.Stage > 0 {
+		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, e.Stage)
+	}
+	fmt.Fprintf(o.Stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, match.OneLine(e.Msg))
+}
+
+// Incident is where a run's words go while it runs.
+func (o Out) Incident() incident.Output {
+	return incident.Output{
+		Progress: o.Progress,
+		Warn:     func(s string) { o.Warnf("%s", s) },
+		Note:     func(s string) { o.Sayf("%s", s) },
+	}
+}
+
+// FlagError says a flag parse error, with a hint where the mistake is a
+// common one: a flag nearest one of flags (the command's own, as
+// Options lists them), a duration without its unit (--timeout 5).
+func (o Out) FlagError(prefix string, err error, flags []string) {
+	o.Errorf("%s%v", prefix, err)
+	msg := err.Error()
+	if i := strings.Index(msg, "unknown flag: "); i >= 0 {
+		bad := strings.Fields(msg[i+len("unknown flag: "):])[0]
+		if near := DidYouMean(bad, flags); near != "" {
+			o.Hintf("did you mean %s?", near)
+		}
+	}
+	if strings.Contains(msg, "missing unit in duration") {
+		o.Hintf("a duration needs its unit: 5s, 2m, 500ms")
+	}
+}
