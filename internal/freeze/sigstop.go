@@ -17,9 +17,10 @@ import (
 type sigstopGroup struct {
 	fs    proc.FS
 	moved []proc.ID
+	sent  map[proc.ID]bool // stopped by this group: the same, by identity
 }
 
-func newSigstop(fs proc.FS) *sigstopGroup { return &sigstopGroup{fs: fs} }
+func newSigstop(fs proc.FS) *sigstopGroup { return &sigstopGroup{fs: fs, sent: map[proc.ID]bool{}} }
 
 func (g *sigstopGroup) Method() Method          { return Sigstop }
 func (g *sigstopGroup) Where() string           { return "SIGSTOP (no cgroup)" }
@@ -32,9 +33,14 @@ func (g *sigstopGroup) Reused() bool            { return false }
 func (g *sigstopGroup) Notes() []string         { return nil }
 func (g *sigstopGroup) Terms() (string, string) { return cgroupTerms() }
 
-// Snapshot counts a stopped process (state T) as in the set.
+// Snapshot counts a stopped process (state T) as in the set, and one
+// this group stopped that sleeps uninterruptibly (state D): its SIGSTOP
+// is pending, and it stops as it wakes, before it can run a line of its
+// own, as a task in D joins a frozen cgroup. Counted outside, one such
+// process (in an NFS read, say) kept every round finding it outside,
+// each waiting 5 s for it, until the run's deadline.
 func (g *sigstopGroup) Snapshot() (func(match.Proc) bool, error) {
-	return func(p match.Proc) bool { return p.State == 'T' }, nil
+	return func(p match.Proc) bool { return p.State == 'T' || p.State == 'D' && g.sent[p.ID] }, nil
 }
 
 func (g *sigstopGroup) Move(h *proc.Handle) error {
@@ -42,11 +48,12 @@ func (g *sigstopGroup) Move(h *proc.Handle) error {
 		return err
 	}
 	g.moved = append(g.moved, h.ID)
+	g.sent[h.ID] = true
 	return nil
 }
 
-// WaitFrozen waits until every process stopped so far shows state T or
-// has gone.
+// WaitFrozen waits until every process stopped so far shows state T,
+// sleeps in D with the stop pending (see Snapshot), or has gone.
 func (g *sigstopGroup) WaitFrozen(deadline time.Time) error {
 	return poll(deadline, func() (bool, error) {
 		for _, id := range g.moved {
@@ -54,7 +61,7 @@ func (g *sigstopGroup) WaitFrozen(deadline time.Time) error {
 			if err != nil || st.Start != id.Start || st.Zombie() {
 				continue
 			}
-			if st.State != 'T' {
+			if st.State != 'T' && st.State != 'D' {
 				return false, nil
 			}
 		}

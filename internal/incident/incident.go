@@ -7,7 +7,7 @@
 //
 // Start reading at Run. The package prints nothing: what it has to say
 // goes to the caller's Output, and the words a refusal needs are the
-// caller's (cmd/freeze), from the typed errors here.
+// caller's (internal/order), from the typed errors here.
 package incident
 
 import (
@@ -60,6 +60,19 @@ type Request struct {
 	// Gate, if not nil, is a gate a guard loaded ahead (its spare): the
 	// run owns it from here on.
 	Gate *gate.Gate
+	// FS is the /proc the run reads, its zero value this machine's
+	// (proc.Default); Open opens the frozen set, nil for freeze.Open. A
+	// test gives a fixture tree and its group.
+	FS   proc.FS
+	Open stop.Opener
+}
+
+// fs is the request's /proc.
+func (req Request) fs() proc.FS {
+	if req.FS.Root == "" {
+		return proc.Default
+	}
+	return req.FS
 }
 
 // Output takes what a run has to say while it runs.
@@ -133,7 +146,7 @@ func RunOn(req Request, rec *timeline.Recorder, o Output) Report {
 // lock, then opens the record (only once nothing refused the run: a
 // refused run records nothing) and runs.
 func prepared(req Request, o Output, open func() *timeline.Recorder) Report {
-	if err := refuseHidePID(req.Force, o); err != nil {
+	if err := refuseHidePID(req.fs(), req.Force, o); err != nil {
 		return refused(err)
 	}
 	raised := Prepare(o)
@@ -155,7 +168,7 @@ func run(req Request, raised []string, rec *timeline.Recorder) Report {
 	})
 	interrupt, stopWatch := watchSignals(rec)
 	res, err := stop.Run(stop.Config{
-		FS: proc.Default, Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
+		FS: req.fs(), Open: req.Open, Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
 		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
 		Command: req.Command, Priority: raised, LiftedAt: liftedAt(), LiftCPU: liftCPU(),
 		RevokeExec: req.RevokeExec, Disposable: req.Disposable, Force: req.Force,

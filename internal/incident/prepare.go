@@ -67,8 +67,8 @@ func (e *HidePIDError) Error() string {
 	return fmt.Sprintf("/proc is mounted with hidepid=%s, which hides other users' processes: freeze could not see a chain run by another user, nor confirm zero", e.HidePID)
 }
 
-func refuseHidePID(force bool, o Output) error {
-	hide := proc.Default.HidePID()
+func refuseHidePID(fs proc.FS, force bool, o Output) error {
+	hide := fs.HidePID()
 	if hide == "" || os.Geteuid() == 0 {
 		return nil
 	}
@@ -90,7 +90,7 @@ func takeLock(req Request, o Output) (*runlock.Lock, error) {
 		return nil, nil
 	}
 	var held *runlock.HeldError
-	lock, err := runlock.Acquire(proc.Default, runlock.Dir(), freeze.GroupName(req.Spec), req.Command)
+	lock, err := runlock.Acquire(req.fs(), runlock.Dir(), freeze.GroupName(req.Spec), req.Command)
 	switch {
 	case errors.As(err, &held):
 		return nil, &LockedError{held}

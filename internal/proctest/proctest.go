@@ -254,11 +254,16 @@ type Group struct {
 	// MoveErr, if set, decides a move's error before the move.
 	MoveErr func(pid int) error
 	rounds  int
+	method  freeze.Method
 }
 
-// NewGroup makes an empty group over tr.
-func (tr *Tree) NewGroup() *Group {
-	g := &Group{tree: tr, members: map[int]bool{}}
+// NewGroup makes an empty group over tr, as a cgroup2 group.
+func (tr *Tree) NewGroup() *Group { return tr.NewGroupAs(freeze.Cgroup2) }
+
+// NewGroupAs makes an empty group over tr that says it is a group of
+// method m (cgroup2 or cgroup1: both hold and move processes in).
+func (tr *Tree) NewGroupAs(m freeze.Method) *Group {
+	g := &Group{tree: tr, members: map[int]bool{}, method: m}
 	tr.mu.Lock()
 	tr.groups = append(tr.groups, g)
 	tr.mu.Unlock()
@@ -286,7 +291,7 @@ func (g *Group) Members() []int {
 	return out
 }
 
-func (g *Group) Method() freeze.Method   { return freeze.Cgroup2 }
+func (g *Group) Method() freeze.Method   { return g.method }
 func (g *Group) Where() string           { return "fixture group" }
 func (g *Group) Freezes() bool           { return true }
 func (g *Group) Holds() bool             { return true }

@@ -216,8 +216,10 @@ func survivors(c Config, last match.Result) (Outcome, error) {
 	}
 	out.Zombies = res.Zombies
 	if len(out.Survivors) == 0 {
-		// The last scan found none, but zero was never confirmed twice.
-		return out, fmt.Errorf("%w: the last scan found none, but the group still reported members", ErrSurvivors)
+		// The last scan found none, but zero was never confirmed twice:
+		// the group still reported members, or the chain forked until
+		// the rounds ran out (a method that freezes nothing).
+		return out, fmt.Errorf("%w: the last scan found none, but zero was not confirmed by two empty scans before the rounds ran out", ErrSurvivors)
 	}
 	return out, fmt.Errorf("%w: %d", ErrSurvivors, len(out.Survivors))
 }

@@ -233,6 +233,14 @@ func (r *run) nothingToDo() error {
 	return nil
 }
 
+// open opens the group with the run's opener.
+func (r *run) open(m freeze.Method, name string) (freeze.Group, string, error) {
+	if r.c.Open != nil {
+		return r.c.Open(r.c.FS, m, name)
+	}
+	return freeze.Open(r.c.FS, m, name)
+}
+
 // openGroup makes the frozen group (or reuses a held one).
 func (r *run) openGroup() error {
 	name := freeze.GroupName(r.c.Spec)
@@ -245,10 +253,10 @@ func (r *run) openGroup() error {
 	case r.gateOn != nil:
 		g, why, err = freeze.OpenGated(r.c.FS, r.gateOn, r.c.Hold, name)
 	case r.c.Method.GateOnly():
-		g, why, err = freeze.Open(r.c.FS, freeze.Auto, name)
+		g, why, err = r.open(freeze.Auto, name)
 		why = "asked for bpf, but the gate is not available (" + r.gateWhy + "); " + why
 	default:
-		g, why, err = freeze.Open(r.c.FS, r.c.Method, name)
+		g, why, err = r.open(r.c.Method, name)
 		if r.gateWhy != "" {
 			why += "; passed over bpf (" + r.gateWhy + ")"
 		}

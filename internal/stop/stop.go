@@ -38,11 +38,18 @@ import (
 	"freeze/internal/version"
 )
 
+// Opener opens the frozen set for a run: freeze.Open, or a test's.
+type Opener func(fs proc.FS, m freeze.Method, name string) (freeze.Group, string, error)
+
 // Config is one run.
 type Config struct {
 	FS     proc.FS
 	Spec   match.Spec
 	Method freeze.Method
+	// Open opens the group the cgroup methods and sigstop freeze into;
+	// nil is freeze.Open. The gate is loaded by the run itself, where
+	// the method tries it.
+	Open Opener
 	// BTF is the kernel type information the gate loads against (--btf);
 	// empty for the running kernel's.
 	BTF string
