@@ -87,18 +87,24 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 		o.Hintf("name the guard's directory, for example --run-dir %s", guard.DefaultRunDir)
 		return f, exitUsage
 	}
+	return f, f.check(o)
+}
+
+// check says what is wrong with the flags, if anything: the usage exit
+// code, else -1.
+func (f guardFlags) check(o out) int {
 	for _, d := range f.autoUnder {
 		if !filepath.IsAbs(d) {
 			o.Errorf("--auto-under %q is not absolute", d)
 			o.Hintf("give the full path of the directory, for example --auto-under %s", say.MustAbs(d))
-			return f, exitUsage
+			return exitUsage
 		}
 	}
 	if f.health != "" {
 		if _, _, err := net.SplitHostPort(f.health); err != nil {
 			o.Errorf("--health %q: %v", f.health, err)
 			o.Hintf("give a host and a port, for example --health 0.0.0.0:9479 (a Kubernetes liveness probe) or --health 127.0.0.1:9479")
-			return f, exitUsage
+			return exitUsage
 		}
 	}
 	switch {
@@ -113,9 +119,9 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 		o.Errorf("--auto-kill goes with --auto N: it says what an automatic hold may go on to do")
 		o.Hintf("add --auto 300 (for example), or drop --auto-kill")
 	default:
-		return f, -1
+		return -1
 	}
-	return f, exitUsage
+	return exitUsage
 }
 
 const guardUsage = `Usage:

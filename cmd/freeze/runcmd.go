@@ -201,11 +201,23 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	}
 	f.jsonOut = format == "json"
 	command := fl.Args()
+	if code := f.check(o, command); code >= 0 {
+		return f, nil, code
+	}
+	if f.reap {
+		return f, nil, -1
+	}
+	return f, command, -1
+}
+
+// check says what is wrong with the flags and the command, if anything:
+// the usage exit code, else -1.
+func (f runFlags) check(o out, command []string) int {
 	switch {
 	case f.reap && len(command) > 0:
 		o.Errorf("run: --reap ends what earlier runs left; it takes no command")
 	case f.reap:
-		return f, nil, -1
+		return -1
 	case len(command) == 0:
 		o.Errorf("run: no command")
 		o.Hintf("freeze run -- make check; freeze run --max-procs 512 -- go test ./...")
@@ -224,9 +236,9 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	case f.killAfter < 0:
 		o.Errorf("run: --kill-after %v: give a duration of 0 or more, such as 10s", f.killAfter)
 	default:
-		return f, command, -1
+		return -1
 	}
-	return f, nil, exitUsage
+	return exitUsage
 }
 
 const runUsage = `Usage:

@@ -67,32 +67,8 @@ func ports(root string, procs map[int]snap) ([]Port, []string) {
 			notes = append(notes, fmt.Sprintf("socket owners: gave up after %v; %d sockets without an owner", ownerBudget, left))
 			break
 		}
-		dir := root + "/" + strconv.Itoa(pid) + "/fd"
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			if os.IsPermission(err) {
-				hidden = append(hidden, pid)
-			}
-			continue
-		}
-		refused := false
-		for _, e := range ents {
-			l, err := os.Readlink(dir + "/" + e.Name())
-			if os.IsPermission(err) {
-				refused = true
-			}
-			if err != nil || !strings.HasPrefix(l, "socket:[") {
-				continue
-			}
-			ino, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]"), 10, 64)
-			if err != nil {
-				continue
-			}
-			if i, ok := byInode[ino]; ok && out[i].PID == 0 {
-				out[i].PID, out[i].Exe = pid, exeOrComm(root, pid, procs)
-				left--
-			}
-		}
+		found, refused := ownSockets(root, pid, procs, out, byInode)
+		left -= found
 		if refused {
 			hidden = append(hidden, pid)
 		}
@@ -114,6 +90,34 @@ func ports(root string, procs map[int]snap) ([]Port, []string) {
 		}
 	}
 	return out, notes
+}
+
+// ownSockets gives pid's sockets among out their owner; refused when a
+// descriptor of pid could not be read.
+func ownSockets(root string, pid int, procs map[int]snap, out []Port, byInode map[uint64]int) (found int, refused bool) {
+	dir := root + "/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, os.IsPermission(err)
+	}
+	for _, e := range ents {
+		l, err := os.Readlink(dir + "/" + e.Name())
+		if os.IsPermission(err) {
+			refused = true
+		}
+		if err != nil || !strings.HasPrefix(l, "socket:[") {
+			continue
+		}
+		ino, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]"), 10, 64)
+		if err != nil {
+			continue
+		}
+		if i, ok := byInode[ino]; ok && out[i].PID == 0 {
+			out[i].PID, out[i].Exe = pid, exeOrComm(root, pid, procs)
+			found++
+		}
+	}
+	return found, refused
 }
 
 // exeOrComm names a socket's owner: its executable, else its name and

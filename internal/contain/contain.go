@@ -206,13 +206,21 @@ func run(c Config) (Report, error) {
 		killEscaped(esc)
 	}
 	rep.Refused, rep.Peak = cp.refused(), cp.peak()
+	tearDown(c, cp, cmd.Process.Pid, lin, &rep)
+	rep.Took = time.Since(t0)
+	return rep, nil
+}
+
+// tearDown ends the run's groups: the teardown to zero, the escapes it
+// raced, the groups' removal.
+func tearDown(c Config, cp *capped, pid int, lin *lineage, rep *Report) {
 	t1 := time.Now()
 	rep.Zero, rep.TeardownErr = teardown(cp)
 	// Once more after the teardown: a process that was moving itself out
 	// while the group was torn down escaped both the first look and the
 	// kill (seen under load: it wrote its pid to another cgroup.procs
 	// between the two).
-	if late := escaped(cp, cmd.Process.Pid, lin); len(late) > 0 {
+	if late := escaped(cp, pid, lin); len(late) > 0 {
 		seen := map[int]bool{}
 		for _, l := range rep.Leftovers {
 			seen[l.PID] = true
@@ -232,8 +240,6 @@ func run(c Config) (Report, error) {
 		rep.TeardownErr = err
 	}
 	rep.TeardownTook, rep.RemoveTook = t2.Sub(t1), time.Since(t2)
-	rep.Took = time.Since(t0)
-	return rep, nil
 }
 
 // start starts the child: freeze's helper, which joins the groups and

@@ -130,61 +130,64 @@ func (l *lineage) read() {
 				continue
 			}
 			ev := m.Data[cnMsgSize:]
-			what := binary.NativeEndian.Uint32(ev[0:])
-			body := ev[procEventHeaderLen:]
-			switch what {
-			case procEventFork:
-				if len(body) < 16 {
-					continue
-				}
-				ptgid := int(binary.NativeEndian.Uint32(body[4:]))
-				ctgid := int(binary.NativeEndian.Uint32(body[12:]))
-				cpid := int(binary.NativeEndian.Uint32(body[8:]))
-				if cpid != ctgid || ptgid == ctgid {
-					continue // a thread, not a process
-				}
-				l.mu.Lock()
-				if p, ok := l.procs[ptgid]; ok {
-					l.procs[ctgid] = &ancestor{PID: ctgid, Parent: ptgid, Exe: p.Exe, Args: p.Args, Dir: p.Dir}
-				}
-				l.mu.Unlock()
-			case procEventExec:
-				if len(body) < 8 {
-					continue
-				}
-				tgid := int(binary.NativeEndian.Uint32(body[4:]))
-				l.mu.Lock()
-				if p, ok := l.procs[tgid]; ok {
-					d := describe(tgid, p.Parent)
-					if d.Exe != "" {
-						l.procs[tgid] = d
-					} else {
-						// Gone already (a test binary that starts a
-						// helper and exits within milliseconds, on a
-						// loaded machine): its fork's copy stays,
-						// with the name its exec gave it.
-						p.Unread = true
-					}
-				}
-				l.mu.Unlock()
-			case procEventComm:
-				// Sent at an exec (before its exec event) and at a
-				// rename: the name travels in the event, so it is
-				// kept even when the process is gone before it is read.
-				if len(body) < 24 {
-					continue
-				}
-				pid, tgid := int(binary.NativeEndian.Uint32(body[0:])), int(binary.NativeEndian.Uint32(body[4:]))
-				if pid != tgid {
-					continue // a thread's name
-				}
-				l.mu.Lock()
-				if p, ok := l.procs[tgid]; ok {
-					p.Comm = strings.TrimRight(string(body[8:24]), "\x00")
-				}
-				l.mu.Unlock()
+			l.event(binary.NativeEndian.Uint32(ev[0:]), ev[procEventHeaderLen:])
+		}
+	}
+}
+
+// event takes one process event: a fork copies the parent's entry to
+// the child, an exec reads the process again, a comm names it.
+func (l *lineage) event(what uint32, body []byte) {
+	switch what {
+	case procEventFork:
+		if len(body) < 16 {
+			return
+		}
+		ptgid := int(binary.NativeEndian.Uint32(body[4:]))
+		ctgid := int(binary.NativeEndian.Uint32(body[12:]))
+		cpid := int(binary.NativeEndian.Uint32(body[8:]))
+		if cpid != ctgid || ptgid == ctgid {
+			return // a thread, not a process
+		}
+		l.mu.Lock()
+		if p, ok := l.procs[ptgid]; ok {
+			l.procs[ctgid] = &ancestor{PID: ctgid, Parent: ptgid, Exe: p.Exe, Args: p.Args, Dir: p.Dir}
+		}
+		l.mu.Unlock()
+	case procEventExec:
+		if len(body) < 8 {
+			return
+		}
+		tgid := int(binary.NativeEndian.Uint32(body[4:]))
+		l.mu.Lock()
+		if p, ok := l.procs[tgid]; ok {
+			d := describe(tgid, p.Parent)
+			if d.Exe != "" {
+				l.procs[tgid] = d
+			} else {
+				// Gone already (a test binary that starts a helper and
+				// exits within milliseconds, on a loaded machine): its
+				// fork's copy stays, with the name its exec gave it.
+				p.Unread = true
 			}
 		}
+		l.mu.Unlock()
+	case procEventComm:
+		// Sent at an exec (before its exec event) and at a rename: the
+		// name travels in the event, so it is kept even when the
+		// process is gone before it is read.
+		if len(body) < 24 {
+			return
+		}
+		pid, tgid := int(binary.NativeEndian.Uint32(body[0:])), int(binary.NativeEndian.Uint32(body[4:]))
+		if pid != tgid {
+			return // a thread's name
+		}
+		l.mu.Lock()
+		if p, ok := l.procs[tgid]; ok {
+			p.Comm = strings.TrimRight(string(body[8:24]), "\x00")
+		}
+		l.mu.Unlock()
 	}
 }
 

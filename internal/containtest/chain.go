@@ -592,6 +592,12 @@ func (c *Chain) Kill() error {
 		// sweep after another without sleeping ran into RLIMIT_RTTIME.
 		time.Sleep(min(10*time.Millisecond+time.Duration(left)*10*time.Microsecond, 200*time.Millisecond))
 	}
+	return c.removeGroups(end)
+}
+
+// removeGroups removes the chain's own v2 group and its cap, once the
+// sweeps have emptied them, by end.
+func (c *Chain) removeGroups(end time.Time) error {
 	if c.v2dir != "" {
 		for {
 			err := unix.Rmdir(c.v2dir)

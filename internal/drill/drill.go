@@ -159,15 +159,10 @@ func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	if c.Size < 1 || c.Size > MaxSize {
 		return rep, fmt.Errorf("--size %d: choose 1 to %d", c.Size, MaxSize)
 	}
-	self, err := os.Executable()
+	self, ch, err := newChain()
 	if err != nil {
 		return rep, err
 	}
-	tmp, err := os.MkdirTemp("", "freeze-drill-")
-	if err != nil {
-		return rep, err
-	}
-	ch := &chain{dir: tmp, path: filepath.Join(tmp, "cache", "runaway")}
 	rep.FixturePath = ch.path
 	stopReap := reapChildren()
 	defer func() {
@@ -281,6 +276,19 @@ func askGuard(c Config, path string, method freeze.Method, rep *Report, say func
 		rep.Outcome.GatePrograms = timeline.GatePrograms(events)
 	}
 	return timeline.StepZero, nil
+}
+
+// newChain makes the chain's temporary directory, and says what this
+// freeze is (the chain runs a copy of it).
+func newChain() (self string, ch *chain, err error) {
+	if self, err = os.Executable(); err != nil {
+		return "", nil, err
+	}
+	tmp, err := os.MkdirTemp("", "freeze-drill-")
+	if err != nil {
+		return "", nil, err
+	}
+	return self, &chain{dir: tmp, path: filepath.Join(tmp, "cache", "runaway")}, nil
 }
 
 // chain is the drill's runaway chain and its cap.

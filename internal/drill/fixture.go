@@ -110,24 +110,40 @@ func RunFixture(args []string) int {
 		}
 		time.AfterFunc(left, func() { os.Exit(0) })
 	}
-	start := func(next int) (*exec.Cmd, bool) {
-		if next >= *hopCap {
-			os.Stderr.WriteString("chain: hop cap " + strconv.Itoa(*hopCap) + " reached\n")
-			os.Exit(exitHopCap)
-		}
-		cmd := exec.Command(self, FixtureArg, "--shape", *shape, "--hop", strconv.Itoa(next),
-			"--hop-cap", strconv.Itoa(*hopCap), "--deadline", strconv.FormatInt(*deadline, 10),
-			"--interval", interval.String())
-		cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOGC=400")
-		cmd.Stderr = os.Stderr
-		// A refused fork (the cap) is retried after the interval, as a
-		// real runaway's would be.
-		return cmd, cmd.Start() == nil
+	h := hopper{self: self, shape: *shape, hopCap: *hopCap, deadline: *deadline, interval: *interval}
+	return h.run(*hop)
+}
+
+// hopper starts the fixture's next hops.
+type hopper struct {
+	self, shape string
+	hopCap      int
+	deadline    int64
+	interval    time.Duration
+}
+
+// start starts hop next; false where the fork was refused (the cap),
+// which is retried after the interval, as a real runaway's would be.
+func (h hopper) start(next int) (*exec.Cmd, bool) {
+	if next >= h.hopCap {
+		os.Stderr.WriteString("chain: hop cap " + strconv.Itoa(h.hopCap) + " reached\n")
+		os.Exit(exitHopCap)
 	}
-	switch *shape {
+	cmd := exec.Command(h.self, FixtureArg, "--shape", h.shape, "--hop", strconv.Itoa(next),
+		"--hop-cap", strconv.Itoa(h.hopCap), "--deadline", strconv.FormatInt(h.deadline, 10),
+		"--interval", h.interval.String())
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GOGC=400")
+	cmd.Stderr = os.Stderr
+	return cmd, cmd.Start() == nil
+}
+
+// run is hop's life in its shape: a line hands off and waits, a churn
+// starts two and exits, a tree keeps forking.
+func (h hopper) run(hop int) int {
+	switch h.shape {
 	case "line":
 		for {
-			cmd, ok := start(*hop + 1)
+			cmd, ok := h.start(hop + 1)
 			if ok {
 				cmd.Wait()
 				if cmd.ProcessState != nil {
@@ -135,27 +151,27 @@ func RunFixture(args []string) int {
 				}
 				return exitExecFail
 			}
-			time.Sleep(*interval)
+			time.Sleep(h.interval)
 		}
 	case "churn":
 		signal.Ignore(unix.SIGCHLD) // children reap themselves
 		for started := 0; started < 2; {
-			if cmd, ok := start(*hop + 1); ok {
+			if cmd, ok := h.start(hop + 1); ok {
 				cmd.Process.Release()
 				started++
 			} else {
-				time.Sleep(*interval)
+				time.Sleep(h.interval)
 			}
 		}
-		time.Sleep(*interval)
+		time.Sleep(h.interval)
 		return 0
 	default: // tree
 		signal.Ignore(unix.SIGCHLD)
 		for {
-			if cmd, ok := start(*hop + 1); ok {
+			if cmd, ok := h.start(hop + 1); ok {
 				cmd.Process.Release()
 			}
-			time.Sleep(*interval)
+			time.Sleep(h.interval)
 		}
 	}
 }

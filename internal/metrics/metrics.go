@@ -47,45 +47,68 @@ type Guard struct {
 // Registry builds the metrics of one census (and of a guard, if g is not
 // nil) in a registry of their own.
 func Registry(r *census.Report, g *Guard) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	gauge := func(name, help string, v float64) prometheus.Gauge {
-		m := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-		m.Set(v)
-		reg.MustRegister(m)
-		return m
+	m := maker{prometheus.NewRegistry()}
+	m.host(r)
+	m.rows(r)
+	if g != nil {
+		m.guard(g)
 	}
-	vec := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		m := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-		reg.MustRegister(m)
-		return m
-	}
+	return m.reg
+}
 
+// maker registers metrics in one registry.
+type maker struct{ reg *prometheus.Registry }
+
+func (m maker) gauge(name, help string, v float64) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	g.Set(v)
+	m.reg.MustRegister(g)
+}
+
+func (m maker) vec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	m.reg.MustRegister(g)
+	return g
+}
+
+func (m maker) counter(name, help string, v uint64) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	c.Add(float64(v))
+	m.reg.MustRegister(c)
+}
+
+// host is the machine's own: which freeze, the sample, cores, load,
+// processes, tasks, pid_max and the tightest pids cgroup.
+func (m maker) host(r *census.Report) {
 	// Which freeze wrote these: an alert or a dashboard can tell the
 	// hosts that still run an old one.
 	bi := version.Get()
-	vec("freeze_build_info", "1, labelled with the freeze that wrote these metrics.", "version", "commit", "goversion", "gate_object_sha256").
+	m.vec("freeze_build_info", "1, labelled with the freeze that wrote these metrics.", "version", "commit", "goversion", "gate_object_sha256").
 		WithLabelValues(label(bi.Version), label(bi.Commit), bi.Go, bi.GateHash).Set(1)
-	gauge("freeze_census_sample_seconds", "How long the census watched the machine.", r.Sample)
-	gauge("freeze_cores", "CPU cores.", float64(r.Cores))
-	load := vec("freeze_load_per_core", "Load average divided by the cores.", "window")
+	m.gauge("freeze_census_sample_seconds", "How long the census watched the machine.", r.Sample)
+	m.gauge("freeze_cores", "CPU cores.", float64(r.Cores))
+	load := m.vec("freeze_load_per_core", "Load average divided by the cores.", "window")
 	for i, w := range []string{"1m", "5m", "15m"} {
 		load.WithLabelValues(w).Set(r.Load[i] / float64(max(r.Cores, 1)))
 	}
-	gauge("freeze_processes", "Live processes (no kernel threads, no zombies).", float64(r.Total))
-	gauge("freeze_tasks", "Tasks, threads included: what counts against pid_max.", float64(r.Tasks))
-	gauge("freeze_pid_max", "The kernel's pid_max.", float64(r.PidMax))
+	m.gauge("freeze_processes", "Live processes (no kernel threads, no zombies).", float64(r.Total))
+	m.gauge("freeze_tasks", "Tasks, threads included: what counts against pid_max.", float64(r.Tasks))
+	m.gauge("freeze_pid_max", "The kernel's pid_max.", float64(r.PidMax))
 	if t := r.Tightest; t != nil {
-		vec("freeze_pids_cgroup_current", "pids.current of the pids cgroup using the largest share of its pids.max.", "cgroup").
+		m.vec("freeze_pids_cgroup_current", "pids.current of the pids cgroup using the largest share of its pids.max.", "cgroup").
 			WithLabelValues(label(t.Path)).Set(float64(t.Current))
-		vec("freeze_pids_cgroup_max", "pids.max of the pids cgroup using the largest share of it.", "cgroup").
+		m.vec("freeze_pids_cgroup_max", "pids.max of the pids cgroup using the largest share of it.", "cgroup").
 			WithLabelValues(label(t.Path)).Set(float64(t.Max))
 	}
+}
 
-	procs := vec("freeze_exe_processes", "Live processes of one executable (the census's top rows).", "exe", "container_id", "pod_uid")
-	orphans := vec("freeze_exe_orphans", "Of those, re-parented to PID 1 or a subreaper.", "exe", "container_id", "pod_uid")
-	growth := vec("freeze_exe_growth_per_second", "Processes of one executable started minus ended, per second of the sample.", "exe", "container_id", "pod_uid")
-	started := vec("freeze_exe_started_per_second", "Processes of one executable started per second of the sample (churn shows here while the count is flat).", "exe", "container_id", "pod_uid")
-	suspect := vec("freeze_exe_suspect", "1 when the census calls the executable a suspect (many copies, orphans, growth or churn).", "exe", "container_id", "pod_uid")
+// rows are the census's top rows, one executable in one place each.
+func (m maker) rows(r *census.Report) {
+	procs := m.vec("freeze_exe_processes", "Live processes of one executable (the census's top rows).", "exe", "container_id", "pod_uid")
+	orphans := m.vec("freeze_exe_orphans", "Of those, re-parented to PID 1 or a subreaper.", "exe", "container_id", "pod_uid")
+	growth := m.vec("freeze_exe_growth_per_second", "Processes of one executable started minus ended, per second of the sample.", "exe", "container_id", "pod_uid")
+	started := m.vec("freeze_exe_started_per_second", "Processes of one executable started per second of the sample (churn shows here while the count is flat).", "exe", "container_id", "pod_uid")
+	suspect := m.vec("freeze_exe_suspect", "1 when the census calls the executable a suspect (many copies, orphans, growth or churn).", "exe", "container_id", "pod_uid")
 	sample := max(r.Sample, 1e-3)
 	for i, row := range r.Rows {
 		if i == MaxTop {
@@ -101,28 +124,24 @@ func Registry(r *census.Report, g *Guard) *prometheus.Registry {
 		started.WithLabelValues(l...).Set(float64(row.Appeared) / sample)
 		suspect.WithLabelValues(l...).Set(b2f(row.Suspect))
 	}
+}
 
-	if g != nil {
-		gauge("freeze_guard_armed", "1 while a freeze guard is armed on this machine.", b2f(g.Armed))
-		runs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "freeze_guard_runs_total", Help: "Requests the guard ran, by how they ended."}, []string{"outcome"})
-		reg.MustRegister(runs)
-		for outcome, n := range g.Runs {
-			runs.WithLabelValues(outcome).Add(float64(n))
-		}
-		if !g.LastRun.IsZero() {
-			gauge("freeze_last_run_timestamp_seconds", "When the guard's last request ended (Unix time).", float64(g.LastRun.UnixNano())/1e9)
-			gauge("freeze_last_run_time_to_zero_seconds", "The last request's time to zero; 0 when it did not reach zero.", g.LastZero.Seconds())
-		}
-		counter := func(name, help string, v uint64) {
-			m := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-			m.Add(float64(v))
-			reg.MustRegister(m)
-		}
-		counter("freeze_gate_forks_refused_total", "Fork and clone attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ForksRefused)
-		counter("freeze_gate_execs_refused_total", "Exec attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ExecsRefused)
-		counter("freeze_guard_auto_declined_total", "Growing chains the guard's --auto judged and would not act on (a system daemon's or an interpreter's file, outside --auto-under, a file it could not pin): each needs an operator.", uint64(g.AutoDeclined))
+// guard is the guard's own: armed, its runs, the last one, the gate's
+// counts and what --auto declined.
+func (m maker) guard(g *Guard) {
+	m.gauge("freeze_guard_armed", "1 while a freeze guard is armed on this machine.", b2f(g.Armed))
+	runs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "freeze_guard_runs_total", Help: "Requests the guard ran, by how they ended."}, []string{"outcome"})
+	m.reg.MustRegister(runs)
+	for outcome, n := range g.Runs {
+		runs.WithLabelValues(outcome).Add(float64(n))
 	}
-	return reg
+	if !g.LastRun.IsZero() {
+		m.gauge("freeze_last_run_timestamp_seconds", "When the guard's last request ended (Unix time).", float64(g.LastRun.UnixNano())/1e9)
+		m.gauge("freeze_last_run_time_to_zero_seconds", "The last request's time to zero; 0 when it did not reach zero.", g.LastZero.Seconds())
+	}
+	m.counter("freeze_gate_forks_refused_total", "Fork and clone attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ForksRefused)
+	m.counter("freeze_gate_execs_refused_total", "Exec attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ExecsRefused)
+	m.counter("freeze_guard_auto_declined_total", "Growing chains the guard's --auto judged and would not act on (a system daemon's or an interpreter's file, outside --auto-under, a file it could not pin): each needs an operator.", uint64(g.AutoDeclined))
 }
 
 // Write prints the metrics in the text exposition format.

@@ -61,23 +61,7 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	s.PID, s.Comm = pid, string(b[open+1:end])
 	rest := b[end+1:]
-	// Fields 3..22 follow the comm: state is field 3, start time field 22.
-	var fields [20][]byte
-	n := 0
-	for i := 0; i < len(rest) && n < len(fields); {
-		for i < len(rest) && rest[i] == ' ' {
-			i++
-		}
-		j := i
-		for j < len(rest) && rest[j] != ' ' && rest[j] != '\n' {
-			j++
-		}
-		if j > i {
-			fields[n] = rest[i:j]
-			n++
-		}
-		i = j + 1
-	}
+	fields, n := statFields(rest)
 	if n < 20 || len(fields[0]) != 1 {
 		return s, fmt.Errorf("stat of pid %d: %d fields after comm, want 20", pid, n)
 	}
@@ -106,6 +90,26 @@ func ParseStat(b []byte) (Stat, error) {
 		return s, fmt.Errorf("stat of pid %d: start time: %w", pid, err)
 	}
 	return s, nil
+}
+
+// statFields splits the fields after the comm: 3..22 of proc(5) (state
+// is field 3, the start time field 22); n is how many were found.
+func statFields(rest []byte) (fields [20][]byte, n int) {
+	for i := 0; i < len(rest) && n < len(fields); {
+		for i < len(rest) && rest[i] == ' ' {
+			i++
+		}
+		j := i
+		for j < len(rest) && rest[j] != ' ' && rest[j] != '\n' {
+			j++
+		}
+		if j > i {
+			fields[n] = rest[i:j]
+			n++
+		}
+		i = j + 1
+	}
+	return fields, n
 }
 
 // head copies the start of b for an error message, so that b itself does

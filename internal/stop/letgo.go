@@ -52,24 +52,7 @@ func (r *run) letGo() error {
 			n, err := g.MarkByFile()
 			byIter, lg.rec.ByIterator = err == nil, n
 		}
-		for _, p := range res.Procs {
-			if lg.marked[p.ID] {
-				continue
-			}
-			lg.marked[p.ID] = true
-			fresh++
-			if byIter && p.OfFile {
-				g.NoteMarked(p.ID)
-				continue
-			}
-			h, err := r.c.FS.Open(p.ID)
-			if err != nil {
-				lg.note(err)
-				continue
-			}
-			lg.note(g.Mark(h))
-			h.Close()
-		}
+		fresh += r.markMatches(res, byIter)
 		if scan == 1 {
 			// The matches are held by mark from here: the file can go.
 			if err := g.Forget(); err != nil {
@@ -86,6 +69,42 @@ func (r *run) letGo() error {
 	}
 	r.scanner.OnPassed(nil) // later scans find the file's other processes ungated
 	r.res, r.out.Matched = res, res.Live()
+	r.recordLetGo()
+	if g.Settling() && r.c.Hold {
+		g.StartRest() // the refusal, now that no decoy can meet it
+	}
+	return nil
+}
+
+// markMatches marks the scan's matches not marked yet (noting, where
+// the mark iterator marked by file, what it marked) and says how many.
+func (r *run) markMatches(res match.Result, byIter bool) int {
+	lg, g := r.lg, r.gateOn
+	fresh := 0
+	for _, p := range res.Procs {
+		if lg.marked[p.ID] {
+			continue
+		}
+		lg.marked[p.ID] = true
+		fresh++
+		if byIter && p.OfFile {
+			g.NoteMarked(p.ID)
+			continue
+		}
+		h, err := r.c.FS.Open(p.ID)
+		if err != nil {
+			lg.note(err)
+			continue
+		}
+		lg.note(g.Mark(h))
+		h.Close()
+	}
+	return fresh
+}
+
+// recordLetGo records what letGo did: marked, let go, held how long.
+func (r *run) recordLetGo() {
+	lg := r.lg
 	rec := &lg.rec
 	rec.Marked, rec.LetGo, rec.Stopped, rec.TookMS = len(lg.marked), len(lg.freed), len(rec.Held), ms(time.Since(lg.t0))
 	sort.Slice(rec.Held, func(i, j int) bool { return rec.Held[i].HeldMS > rec.Held[j].HeldMS })
@@ -103,10 +122,6 @@ func (r *run) letGo() error {
 		msg += "; " + rec.Errors[0]
 	}
 	r.rec.RecordOf(timeline.StageMatch, timeline.StepLetGo, msg, *rec)
-	if g.Settling() && r.c.Hold {
-		g.StartRest() // the refusal, now that no decoy can meet it
-	}
-	return nil
 }
 
 // letGoState is what letGo has done so far: the scan lets a decoy go as

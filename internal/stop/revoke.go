@@ -53,28 +53,7 @@ func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error)
 		}
 		add(t.Path, t.File)
 	}
-	owners := map[[2]uint64]map[int]bool{} // identity -> uids running it
-	for _, p := range res.Procs {
-		if p.Reason != match.ByPath && p.Reason != match.ByUnder {
-			continue
-		}
-		f, err := c.FS.ExeFile(p.PID)
-		if err != nil {
-			continue
-		}
-		id := [2]uint64{f.Dev, f.Ino}
-		if owners[id] == nil {
-			owners[id] = map[int]bool{}
-		}
-		if len(owners[id]) < 8 { // a chain has one owner, or a few
-			if uid, err := c.FS.UID(p.PID); err == nil {
-				owners[id][uid] = true
-			}
-		}
-		if p.Reason == match.ByUnder {
-			add(p.Exe, f)
-		}
-	}
+	owners := ownersOf(c.FS, res, add)
 	roots := freeze.DisposableRoots(c.Disposable)
 	var revs []freeze.Revocation
 	for _, f := range files {
@@ -89,6 +68,35 @@ func checkRevocations(c Config, res match.Result) ([]freeze.Revocation, []error)
 		revs = append(revs, r)
 	}
 	return revs, refused
+}
+
+// ownersOf lists the uids that run each file the scan matched by path
+// or --under (a chain has one owner, or a few: at most 8 are kept), and
+// adds each --under file to the revocations' candidates.
+func ownersOf(fs proc.FS, res match.Result, add func(string, proc.File)) map[[2]uint64]map[int]bool {
+	owners := map[[2]uint64]map[int]bool{} // identity -> uids running it
+	for _, p := range res.Procs {
+		if p.Reason != match.ByPath && p.Reason != match.ByUnder {
+			continue
+		}
+		f, err := fs.ExeFile(p.PID)
+		if err != nil {
+			continue
+		}
+		id := [2]uint64{f.Dev, f.Ino}
+		if owners[id] == nil {
+			owners[id] = map[int]bool{}
+		}
+		if len(owners[id]) < 8 {
+			if uid, err := fs.UID(p.PID); err == nil {
+				owners[id][uid] = true
+			}
+		}
+		if p.Reason == match.ByUnder {
+			add(p.Exe, f)
+		}
+	}
+	return owners
 }
 
 // sameFile refuses a revocation of anything but the file that was

@@ -129,63 +129,9 @@ func Summarize(host, file string, events []Event) HostRun {
 	h := HostRun{Host: host, File: file, Outcome: "unfinished", Exit: -1, Events: events}
 	var startMS float64 // the run's own start: a drill records its set-up before it
 	for _, e := range events {
-		// A field of the wrong type (a hand-edited or forged file) is
-		// left at zero; Decode fills the rest (encoding/json goes on
-		// past a mismatch), so one bad value does not hide a host.
-		switch e.Step {
-		case StepStart:
-			var s Start
-			e.Decode(&s)
-			startMS = e.ElapsedMS
-			h.Started = e.Time.UTC().Format(time.RFC3339)
-			h.Hostname, h.MachineID, h.Kernel = s.Host, s.MachineID, s.Kernel
-			h.Command = match.ShellJoin(s.Command)
-		case StepMatch:
-			var m Matched
-			e.Decode(&m)
-			h.Matched = max(h.Matched, m.Matched)
-			if h.Where == nil {
-				h.Where = m.Where
-			}
-		case StepFreezeRound:
-			var f FreezeRound
-			e.Decode(&f)
-			h.Matched = max(h.Matched, f.Matched)
-		case StepFixed:
-			var f struct {
-				Set int `json:"set"`
-			}
-			e.Decode(&f)
-			h.Matched = max(h.Matched, f.Set)
-		case StepMethod:
-			var m MethodChosen
-			e.Decode(&m)
-			h.Method = m.Method
-		case StepSurvivors:
-			var s SurvivorsLeft
-			e.Decode(&s)
-			h.Survivors = len(s.Survivors)
-		case StepGateDetached:
-			var g GateDetached
-			e.Decode(&g)
-			h.GateForks, h.GateExecs = g.ForksStopped, g.ExecsStopped+g.TargetExecs
-		}
+		h.take(e, &startMS)
 		if code, ok := ExitCode(e.Step); ok && h.Exit == -1 {
-			h.Outcome, h.Exit = string(e.Step), code
-			if e.Step == StepZero {
-				h.ZeroMS = e.ElapsedMS - startMS
-			}
-			if e.Step == StepDrillEnd {
-				var d DrillEnd
-				if e.Decode(&d); !d.Passed {
-					h.Exit = 1
-				}
-			}
-			if e.Step == StepRunEnd {
-				var r RunEnd
-				e.Decode(&r)
-				h.Exit, h.Survivors = r.Exit, r.Leftovers
-			}
+			h.end(e, code, startMS)
 		}
 	}
 	if h.Host == "" {
@@ -196,6 +142,70 @@ func Summarize(host, file string, events []Event) HostRun {
 	}
 	h.Attention = attention(h, events)
 	return h
+}
+
+// take reads one event of the run into h. A field of the wrong type (a
+// hand-edited or forged file) is left at zero; Decode fills the rest
+// (encoding/json goes on past a mismatch), so one bad value does not
+// hide a host.
+func (h *HostRun) take(e Event, startMS *float64) {
+	switch e.Step {
+	case StepStart:
+		var s Start
+		e.Decode(&s)
+		*startMS = e.ElapsedMS
+		h.Started = e.Time.UTC().Format(time.RFC3339)
+		h.Hostname, h.MachineID, h.Kernel = s.Host, s.MachineID, s.Kernel
+		h.Command = match.ShellJoin(s.Command)
+	case StepMatch:
+		var m Matched
+		e.Decode(&m)
+		h.Matched = max(h.Matched, m.Matched)
+		if h.Where == nil {
+			h.Where = m.Where
+		}
+	case StepFreezeRound:
+		var f FreezeRound
+		e.Decode(&f)
+		h.Matched = max(h.Matched, f.Matched)
+	case StepFixed:
+		var f struct {
+			Set int `json:"set"`
+		}
+		e.Decode(&f)
+		h.Matched = max(h.Matched, f.Set)
+	case StepMethod:
+		var m MethodChosen
+		e.Decode(&m)
+		h.Method = m.Method
+	case StepSurvivors:
+		var s SurvivorsLeft
+		e.Decode(&s)
+		h.Survivors = len(s.Survivors)
+	case StepGateDetached:
+		var g GateDetached
+		e.Decode(&g)
+		h.GateForks, h.GateExecs = g.ForksStopped, g.ExecsStopped+g.TargetExecs
+	}
+}
+
+// end reads the step that ended the run: its outcome and exit code.
+func (h *HostRun) end(e Event, code int, startMS float64) {
+	h.Outcome, h.Exit = string(e.Step), code
+	if e.Step == StepZero {
+		h.ZeroMS = e.ElapsedMS - startMS
+	}
+	if e.Step == StepDrillEnd {
+		var d DrillEnd
+		if e.Decode(&d); !d.Passed {
+			h.Exit = 1
+		}
+	}
+	if e.Step == StepRunEnd {
+		var r RunEnd
+		e.Decode(&r)
+		h.Exit, h.Survivors = r.Exit, r.Leftovers
+	}
 }
 
 // attention is why a host needs an operator: anything but a run that
@@ -235,63 +245,21 @@ func attention(h HostRun, events []Event) string {
 // file never hides the other hosts. The rows are sorted by host, then
 // start time.
 func LoadFleet(paths []string) ([]HostRun, error) {
-	var runs []HostRun
-	add := func(host, file string) {
-		events, err := ReadFile(file)
-		if err != nil && len(events) == 0 {
-			runs = append(runs, HostRun{Host: host, File: file, Outcome: "unreadable", Exit: -1,
-				Error: err.Error(), Attention: "the timeline cannot be read: " + err.Error()})
-			if host == "" {
-				runs[len(runs)-1].Host = strings.TrimSuffix(filepath.Base(file), ".jsonl")
-			}
-			return
-		}
-		h := Summarize(host, file, events)
-		if err != nil {
-			h.Error = err.Error()
-		}
-		runs = append(runs, h)
-	}
+	var f fleet
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
 			return nil, err
 		}
 		if !st.IsDir() {
-			add("", p)
+			f.add("", p)
 			continue
 		}
-		err = filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
-			if err != nil && file != p {
-				// One host's directory that cannot be read is a row of its
-				// own, not the end of the fleet's report (#24, finding 10).
-				rel, _ := filepath.Rel(p, file)
-				host, _, _ := strings.Cut(rel, string(filepath.Separator))
-				runs = append(runs, HostRun{Host: host, File: file, Outcome: "unreadable", Exit: -1,
-					Error: err.Error(), Attention: "cannot be read: " + err.Error()})
-				if d != nil && d.IsDir() {
-					return fs.SkipDir
-				}
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if d.IsDir() || !strings.HasSuffix(file, ".jsonl") {
-				return nil
-			}
-			rel, _ := filepath.Rel(p, file)
-			host := ""
-			if i := strings.IndexByte(rel, filepath.Separator); i > 0 {
-				host = rel[:i]
-			}
-			add(host, file)
-			return nil
-		})
-		if err != nil {
+		if err := f.walk(p); err != nil {
 			return nil, err
 		}
 	}
+	runs := f.runs
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("no timeline (*.jsonl) found in %s", strings.Join(paths, ", "))
 	}
@@ -302,6 +270,58 @@ func LoadFleet(paths []string) ([]HostRun, error) {
 		return runs[i].Started < runs[j].Started
 	})
 	return runs, nil
+}
+
+// fleet is the runs LoadFleet has read so far.
+type fleet struct{ runs []HostRun }
+
+// add reads one timeline, of host ("" for the hostname it recorded).
+func (f *fleet) add(host, file string) {
+	events, err := ReadFile(file)
+	if err != nil && len(events) == 0 {
+		f.runs = append(f.runs, HostRun{Host: host, File: file, Outcome: "unreadable", Exit: -1,
+			Error: err.Error(), Attention: "the timeline cannot be read: " + err.Error()})
+		if host == "" {
+			f.runs[len(f.runs)-1].Host = strings.TrimSuffix(filepath.Base(file), ".jsonl")
+		}
+		return
+	}
+	h := Summarize(host, file, events)
+	if err != nil {
+		h.Error = err.Error()
+	}
+	f.runs = append(f.runs, h)
+}
+
+// walk reads a directory of one subdirectory per host.
+func (f *fleet) walk(p string) error {
+	return filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
+		if err != nil && file != p {
+			// One host's directory that cannot be read is a row of its
+			// own, not the end of the fleet's report (#24, finding 10).
+			rel, _ := filepath.Rel(p, file)
+			host, _, _ := strings.Cut(rel, string(filepath.Separator))
+			f.runs = append(f.runs, HostRun{Host: host, File: file, Outcome: "unreadable", Exit: -1,
+				Error: err.Error(), Attention: "cannot be read: " + err.Error()})
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(file, ".jsonl") {
+			return nil
+		}
+		rel, _ := filepath.Rel(p, file)
+		host := ""
+		if i := strings.IndexByte(rel, filepath.Separator); i > 0 {
+			host = rel[:i]
+		}
+		f.add(host, file)
+		return nil
+	})
 }
 
 // FleetSummary is the fleet postmortem as data (--format json).
