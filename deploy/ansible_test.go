@@ -215,9 +215,9 @@ func guardRequests(t *testing.T, dir string) []string {
 	}
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
-		var e map[string]any
-		if json.Unmarshal([]byte(l), &e) == nil && e["event"] == "request" {
-			out = append(out, fmt.Sprint(e["source"], " ", e["outcome"], " ", e["request"]))
+		var e guard.RequestLine
+		if json.Unmarshal([]byte(l), &e) == nil && e.Event == "request" {
+			out = append(out, fmt.Sprint(e.Source, " ", e.Outcome, " ", e.Request))
 		}
 	}
 	return out

@@ -16,17 +16,18 @@ import (
 	"freeze/internal/exefile"
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
+	"freeze/internal/guard"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
 )
 
 // autoRequests are the guard's automatic runs so far.
-func autoRequests(t *testing.T, dir string) []map[string]any {
-	var out []map[string]any
+func autoRequests(t *testing.T, dir string) []guard.RequestLine {
+	var out []guard.RequestLine
 	for _, e := range logEvents(t, dir) {
-		if e["event"] == "request" && e["source"] == "auto" {
-			out = append(out, e)
+		if r := e.request(); e.Event == "request" && r.Source == "auto" {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -56,7 +57,7 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 	// and that one's file was left in /var/tmp/freeze on every run.
 	t.Cleanup(func() {
 		for _, e := range logEvents(t, run) {
-			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, timeline.StateDir()+"/") {
+			if tl := e.request().Timeline; strings.HasPrefix(tl, timeline.StateDir()+"/") {
 				os.Remove(tl)
 			}
 		}
@@ -118,21 +119,21 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 		// root process of a shared tool beside a user's chain, the other
 		// way round): the hold is the chain's owner's, and leaves it be.
 		other := otherUsersProcess(t, c.Path, 65534)
-		e := waitLog(t, run, 60*time.Second, func(e map[string]any) bool {
-			return e["event"] == "request" && e["source"] == "auto"
-		})
-		if tl, _ := e["timeline"].(string); tl != "" {
+		e := waitLog(t, run, 60*time.Second, func(e logLine) bool {
+			return e.Event == "request" && e.request().Source == "auto"
+		}).request()
+		if tl := e.Timeline; tl != "" {
 			t.Cleanup(func() { os.Remove(tl) })
 		}
-		if e["outcome"] != "hold" || e["exit"] != 0.0 {
+		if e.Outcome != "hold" || e.Exit != 0 {
 			t.Fatalf("the automatic run: %v\n%s", e, g.Stderr())
 		}
-		words, _ := e["request"].([]any)
-		if ws := toString(words); ws != "--path "+c.Path+" --uid 0 --hold" {
+		words := e.Request
+		if ws := strings.Join(words, " "); ws != "--path "+c.Path+" --uid 0 --hold" {
 			t.Fatalf("the automatic request %v: want --path %s --uid 0 --hold", words, c.Path)
 		}
-		look := waitLog(t, run, 5*time.Second, func(e map[string]any) bool { return e["event"] == "auto-look" && e["act"] == true })
-		if look["left_out"] != 1.0 || !strings.Contains(fmt.Sprint(look["why"]), "left alone") {
+		look := waitLog(t, run, 5*time.Second, func(e logLine) bool { return e.Event == "auto-look" && e.auto().Act }).auto()
+		if look.LeftOut != 1 || !strings.Contains(look.Why, "left alone") {
 			t.Errorf("the judgement does not say it left the other user's process out: %v", look)
 		}
 		if st, err := proc.Default.ReadStat(other); err != nil || st.State == 'T' {
@@ -156,16 +157,6 @@ func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 			t.Errorf("the held chain went from %d to %d", before, after)
 		}
 	})
-}
-
-func toString(v []any) string {
-	var s []string
-	for _, x := range v {
-		if str, ok := x.(string); ok {
-			s = append(s, str)
-		}
-	}
-	return strings.Join(s, " ")
 }
 
 // otherUsersProcess starts one process of file as uid, held at the

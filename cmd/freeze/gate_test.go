@@ -177,8 +177,9 @@ func TestGateFailureFallsBackAndSaysWhy(t *testing.T) {
 		t.Fatalf("the timeline does not say the gate failed on %s: %+v", bad, e)
 	}
 	m, _ := event(t, tl, timeline.StepMethod)
-	if m.Fields["method"] != "cgroup2" || !strings.Contains(m.Msg, "the gate is not available") {
-		t.Fatalf("method event %q (%v), want cgroup2 saying why not bpf", m.Msg, m.Fields["method"])
+	var chosen timeline.MethodChosen
+	if m.Decode(&chosen); chosen.Method != "cgroup2" || !strings.Contains(m.Msg, "the gate is not available") {
+		t.Fatalf("method event %q (%v), want cgroup2 saying why not bpf", m.Msg, chosen.Method)
 	}
 	if _, ok := event(t, tl, timeline.StepZero); !ok {
 		t.Fatalf("no zero:\n%s", fz.Stderr())
@@ -223,7 +224,8 @@ func TestGateNarrowedByArg(t *testing.T) {
 		t.Fatalf("exit %d (finished %v):\n%s", ws.ExitStatus(), ok, fz.Stderr())
 	}
 	e, ok := event(t, tl, timeline.StepGateAttached)
-	if !ok || e.Fields["by_file"] != true {
+	var attached timeline.GateAttached
+	if e.Decode(&attached); !ok || !attached.ByFile {
 		t.Fatalf("gate-attached %+v: want the gate on, holding the interpreter's file", e)
 	}
 	lg, ok := event(t, tl, timeline.StepLetGo)
@@ -231,10 +233,12 @@ func TestGateNarrowedByArg(t *testing.T) {
 		t.Fatalf("no let-go event: the decoys were not sorted out\n%s", fz.Stderr())
 	}
 	t.Log(lg.Msg)
-	if n, _ := lg.Fields["let_go"].(float64); n < 1 {
+	var sorted timeline.LetGo
+	lg.Decode(&sorted)
+	if sorted.LetGo < 1 {
 		t.Fatalf("let-go %q: want at least the twin let go", lg.Msg)
 	}
-	if n, _ := lg.Fields["marked"].(float64); n < 100 {
+	if sorted.Marked < 100 {
 		t.Fatalf("let-go %q: want the chain's shells (121) marked", lg.Msg)
 	}
 	var left []int

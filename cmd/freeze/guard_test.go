@@ -40,28 +40,41 @@ func startGuard(t *testing.T, bin string) (*containtest.Chain, string) {
 	return g, dir
 }
 
+// logLine is one line of guard.log as the tests read it: the Line every
+// line carries, then the type its event is written as (package guard's).
+type logLine struct {
+	guard.Line
+	raw []byte
+}
+
+func (l logLine) request() (r guard.RequestLine) { json.Unmarshal(l.raw, &r); return r }
+func (l logLine) refused() (r guard.RefusedLine) { json.Unmarshal(l.raw, &r); return r }
+func (l logLine) auto() (r guard.AutoLine)       { json.Unmarshal(l.raw, &r); return r }
+func (l logLine) reaped() (r guard.ReapedLine)   { json.Unmarshal(l.raw, &r); return r }
+func (l logLine) String() string                 { return string(l.raw) }
+
 // logEvents reads the guard's log.
-func logEvents(t *testing.T, dir string) []map[string]any {
+func logEvents(t *testing.T, dir string) []logLine {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, guard.LogName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []map[string]any
+	var out []logLine
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out = append(out, m)
+		l := logLine{raw: append([]byte(nil), sc.Bytes()...)}
+		if json.Unmarshal(l.raw, &l.Line) == nil {
+			out = append(out, l)
 		}
 	}
 	return out
 }
 
 // waitLog waits for a log event for which ok is true.
-func waitLog(t *testing.T, dir string, within time.Duration, ok func(map[string]any) bool) map[string]any {
+func waitLog(t *testing.T, dir string, within time.Duration, ok func(logLine) bool) logLine {
 	t.Helper()
 	end := time.Now().Add(within)
 	for {
@@ -117,7 +130,7 @@ func TestGuard(t *testing.T) {
 	t.Cleanup(func() {
 		// The timelines of the guard's runs that chose no place.
 		for _, e := range logEvents(t, dir) {
-			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, "/var/tmp/freeze/") {
+			if tl := e.request().Timeline; strings.HasPrefix(tl, "/var/tmp/freeze/") {
 				os.Remove(tl)
 			}
 		}
@@ -127,17 +140,18 @@ func TestGuard(t *testing.T) {
 	t.Run("fifo", func(t *testing.T) {
 		c := chain(t)
 		ask(t, dir, "--path '"+c.Path+"'\n")
-		e := waitLog(t, dir, 60*time.Second, func(e map[string]any) bool {
-			r, _ := e["request"].([]any)
-			return e["event"] == "request" && len(r) == 2 && r[1] == c.Path
+		l := waitLog(t, dir, 60*time.Second, func(e logLine) bool {
+			r := e.request().Request
+			return e.Event == "request" && len(r) == 2 && r[1] == c.Path
 		})
-		if e["exit"] != 0.0 || e["outcome"] != "zero" || e["source"] != "fifo" {
+		e := l.request()
+		if e.Exit != 0 || e.Outcome != "zero" || e.Source != "fifo" {
 			t.Fatalf("logged %v", e)
 		}
 		if left := c.Survivors(); len(left) > 0 {
 			t.Fatalf("%d processes of the chain alive after the guard said zero", len(left))
 		}
-		if tl, _ := e["timeline"].(string); tl == "" {
+		if tl := e.Timeline; tl == "" {
 			t.Errorf("no timeline in %v", e)
 		} else {
 			os.Remove(tl)
@@ -163,8 +177,8 @@ func TestGuard(t *testing.T) {
 		if !strings.Contains(cl.Stderr(), "zero remain") || strings.Count(cl.Stderr(), "freeze started") != 1 {
 			t.Fatalf("client output:\n%s", cl.Stderr())
 		}
-		e := waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["source"] == "socket" })
-		if e["uid"] != 0.0 || e["exit"] != 0.0 {
+		e := waitLog(t, dir, 10*time.Second, func(e logLine) bool { return e.Event == "request" && e.request().Source == "socket" }).request()
+		if e.UID != 0 || e.Exit != 0 {
 			t.Fatalf("logged %v", e)
 		}
 		if left := c.Survivors(); len(left) > 0 {
@@ -204,7 +218,7 @@ func TestGuard(t *testing.T) {
 		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitRefused || !strings.Contains(string(b), "uid 65534 may not ask") {
 			t.Fatalf("client as uid 65534: %v (exit %d)\n%s", err, cmd.ProcessState.ExitCode(), b)
 		}
-		waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "refused" && e["uid"] == 65534.0 })
+		waitLog(t, dir, 10*time.Second, func(e logLine) bool { return e.Event == "refused" && e.refused().UID == 65534 })
 	})
 
 	// freeze drill --guard practises through the running guard, by each
@@ -253,9 +267,9 @@ func TestGuard(t *testing.T) {
 		ask(t, dir, flood.String())
 		// The last is run and refused as a bad flag, or refused unread
 		// because the queue is full: either way it is logged.
-		waitLog(t, dir, 120*time.Second, func(e map[string]any) bool {
-			r, _ := e["request"].([]any)
-			return (len(r) == 1 && r[0] == "--bogus-9999") || e["line"] == "--bogus-9999"
+		waitLog(t, dir, 120*time.Second, func(e logLine) bool {
+			r := e.request().Request
+			return (len(r) == 1 && r[0] == "--bogus-9999") || e.Event == "refused" && e.refused().Text == "--bogus-9999"
 		})
 		if !alive(g.Leader) {
 			t.Fatalf("the guard died:\n%s", g.Stderr())
@@ -268,9 +282,9 @@ func TestGuard(t *testing.T) {
 		// Still serving, and nothing was touched: a valid request works.
 		c := chain(t)
 		ask(t, dir, "--path "+c.Path+"\n")
-		waitLog(t, dir, 60*time.Second, func(e map[string]any) bool {
-			r, _ := e["request"].([]any)
-			return e["event"] == "request" && len(r) == 2 && r[1] == c.Path && e["exit"] == 0.0
+		waitLog(t, dir, 60*time.Second, func(e logLine) bool {
+			r := e.request()
+			return e.Event == "request" && len(r.Request) == 2 && r.Request[1] == c.Path && r.Exit == 0
 		})
 	})
 }

@@ -52,7 +52,9 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	if os.Getenv("FREEZE_PRIORITY") != "off" {
 		// As root freeze lifts itself while it starts; the start event
 		// says when, which splits start-up in the benchmark.
-		at, _ := events[0].Fields["lifted_at"].(string)
+		var start timeline.Start
+		events[0].Decode(&start)
+		at := start.LiftedAt
 		lifted, err := time.Parse(time.RFC3339Nano, at)
 		if err != nil || lifted.Before(started) || lifted.After(events[0].Time) {
 			t.Fatalf("the start event's lifted_at is %q (%v): want a time between freeze's start (%v) and the start event (%v)", at, err, started, events[0].Time)
@@ -94,7 +96,8 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 		t.Fatalf("the second run's timeline: %d events, %v", len(events), err)
 	}
 	last := events[len(events)-1]
-	if kib, _ := last.Fields["vm_hwm_kib"].(float64); last.Step != "memory" || kib < 1024 {
+	var mem timeline.Memory
+	if last.Decode(&mem); last.Step != "memory" || mem.VmHWMKiB < 1024 {
 		t.Fatalf("the second run's last event is %s %v, want its peak memory (vm_hwm_kib of at least 1 MiB)", last.Step, last.Fields)
 	}
 }

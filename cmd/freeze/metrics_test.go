@@ -219,9 +219,9 @@ func gateCounts(t *testing.T, dir, tl string) (uint64, bool) {
 		t.Logf("the run used %s, not the gate: no gate counts to check", h.Method)
 		return 0, false
 	}
-	e := waitLog(t, dir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["timeline"] == tl })
-	if got, _ := e["gate_forks"].(float64); uint64(got) != h.GateForks {
-		t.Errorf("guard.log says gate_forks %v; the run's timeline says %d", e["gate_forks"], h.GateForks)
+	e := waitLog(t, dir, 10*time.Second, func(e logLine) bool { return e.Event == "request" && e.request().Timeline == tl }).request()
+	if e.GateForks != h.GateForks {
+		t.Errorf("guard.log says gate_forks %v; the run's timeline says %d", e.GateForks, h.GateForks)
 	}
 	return h.GateForks, true
 }

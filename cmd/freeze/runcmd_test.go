@@ -293,8 +293,8 @@ func TestGuardReapsAKilledRun(t *testing.T) {
 	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
 		Command: []string{bin, "guard", "--run-dir", runDir}})
 	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
-	e := waitLog(t, runDir, 10*time.Second, func(e map[string]any) bool { return e["event"] == "reaped" })
-	if e["error"] != nil || !strings.Contains(g.Stderr(), "reaped freeze-run-") {
+	e := waitLog(t, runDir, 10*time.Second, func(e logLine) bool { return e.Event == "reaped" })
+	if e.reaped().Error != "" || !strings.Contains(g.Stderr(), "reaped freeze-run-") {
 		t.Fatalf("the guard's reap: %v; stderr:\n%s", e, g.Stderr())
 	}
 	if left := running(t, sleep); len(left) > 0 {

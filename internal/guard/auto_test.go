@@ -139,8 +139,8 @@ func TestAutoDeclineRaisesAnAlert(t *testing.T) {
 	if m := g.Stats().Metrics(); m.AutoDeclined != 1 {
 		t.Fatalf("the metrics carry %d declined", m.AutoDeclined)
 	}
-	e := waitLogged(t, filepath.Join(g.c.RunDir), func(e map[string]any) bool { return e["event"] == "auto-declined" })
-	if e["level"] != "warning" || e["path"] != "/usr/sbin/cron" {
+	e := waitLogged(t, filepath.Join(g.c.RunDir), func(e logged) bool { return e.Event == "auto-declined" }).auto()
+	if e.Level != "warning" || e.Path != "/usr/sbin/cron" {
 		t.Errorf("the log's alert: %v", e)
 	}
 }

@@ -87,8 +87,10 @@ func TestSocketRequestRunsAndAnswers(t *testing.T) {
 	if !strings.Contains(stdout.String(), `"outcome": "zero"`) || !strings.Contains(stderr.String(), "freeze: ran 4 words") {
 		t.Errorf("stdout %q, stderr %q: each stream should come back on its own", stdout.String(), stderr.String())
 	}
-	e := waitLogged(t, a.dir, func(e map[string]any) bool { return e["event"] == "request" && e["source"] == "socket" })
-	if e["exit"] != 0.0 || e["outcome"] != "zero" || e["gate_forks"] != 42.0 {
+	e := waitLogged(t, a.dir, func(e logged) bool {
+		return e.Event == "request" && e.request().Source == "socket"
+	}).request()
+	if e.Exit != 0 || e.Outcome != "zero" || e.GateForks != 42 {
 		t.Errorf("guard.log: %v", e)
 	}
 }
@@ -111,8 +113,10 @@ func TestFIFORequestsAreSplitOrRefused(t *testing.T) {
 	}
 	f.WriteString("--path '/tmp/unterminated\n")
 	f.Close()
-	e := waitLogged(t, a.dir, func(e map[string]any) bool { return e["event"] == "refused" && e["source"] == "fifo" })
-	if e["exit"] != 2.0 || !strings.Contains(fmt.Sprint(e["error"]), "unterminated quote") {
+	e := waitLogged(t, a.dir, func(e logged) bool {
+		return e.Event == "refused" && e.refused().Source == "fifo"
+	}).refused()
+	if e.Exit != 2 || !strings.Contains(e.Error, "unterminated quote") {
 		t.Errorf("the refusal logged: %v", e)
 	}
 	a.mu.Lock()
@@ -122,13 +126,25 @@ func TestFIFORequestsAreSplitOrRefused(t *testing.T) {
 	}
 }
 
+// logged is one guard.log line as the tests read it: its Line, then the
+// type its event is written as.
+type logged struct {
+	Line
+	raw []byte
+}
+
+func (l logged) request() (r RequestLine) { json.Unmarshal(l.raw, &r); return r }
+func (l logged) refused() (r RefusedLine) { json.Unmarshal(l.raw, &r); return r }
+func (l logged) auto() (r AutoLine)       { json.Unmarshal(l.raw, &r); return r }
+func (l logged) String() string           { return string(l.raw) }
+
 // waitLogged waits for a guard.log line for which ok is true.
-func waitLogged(t *testing.T, dir string, ok func(map[string]any) bool) map[string]any {
+func waitLogged(t *testing.T, dir string, ok func(logged) bool) logged {
 	t.Helper()
 	return waitLoggedWithin(t, dir, 10*time.Second, ok)
 }
 
-func waitLoggedWithin(t *testing.T, dir string, within time.Duration, ok func(map[string]any) bool) map[string]any {
+func waitLoggedWithin(t *testing.T, dir string, within time.Duration, ok func(logged) bool) logged {
 	t.Helper()
 	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		for _, e := range readLog(t, dir) {
@@ -138,20 +154,20 @@ func waitLoggedWithin(t *testing.T, dir string, within time.Duration, ok func(ma
 		}
 	}
 	t.Fatalf("no such line in guard.log: %v", readLog(t, dir))
-	return nil
+	return logged{}
 }
 
-func readLog(t *testing.T, dir string) []map[string]any {
+func readLog(t *testing.T, dir string) []logged {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, LogName))
 	if err != nil {
 		return nil
 	}
-	var out []map[string]any
+	var out []logged
 	for _, line := range strings.Split(string(b), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil {
-			out = append(out, m)
+		l := logged{raw: []byte(line)}
+		if json.Unmarshal(l.raw, &l.Line) == nil {
+			out = append(out, l)
 		}
 	}
 	return out
@@ -200,8 +216,10 @@ func TestASocketPeerThatDoesNotReadHoldsNoRun(t *testing.T) {
 	// (2 s) and the rest of the output, not forever. 60 s: a bound for a
 	// loaded machine (beside a CPU hog and other packages' chains it took
 	// up to 26 s to write 8 MB line by line), not a speed.
-	e := waitLoggedWithin(t, a.dir, 60*time.Second, func(e map[string]any) bool { return e["event"] == "request" && e["source"] == "socket" })
-	if e["exit"] != 0.0 {
+	e := waitLoggedWithin(t, a.dir, 60*time.Second, func(e logged) bool {
+		return e.Event == "request" && e.request().Source == "socket"
+	}).request()
+	if e.Exit != 0 {
 		t.Errorf("guard.log: %v", e)
 	}
 }

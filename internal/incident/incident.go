@@ -98,7 +98,8 @@ func (o Output) note(format string, a ...any) {
 type Report struct {
 	// Outcome is the step that ended the run, in the timeline's words
 	// (zero, survivors, hold, nothing-matched, dry-run, method-failed,
-	// interrupted, refused, failed): one vocabulary for the command's
+	// interrupted, refused, failed; usage for a request whose words were
+	// wrong, which never ran): one vocabulary for the command's
 	// JSON, the guard's log, the metrics and the fleet postmortem.
 	Outcome timeline.Step
 	Code    int // the exit code, from timeline.ExitCode
@@ -164,7 +165,7 @@ func prepared(req Request, o Output, open func() *timeline.Recorder) Report {
 // timeline, with signals caught for its length.
 func run(req Request, raised []string, rec *timeline.Recorder) Report {
 	priority.OnDrop(func(why string) {
-		rec.Record(timeline.StageNone, timeline.StepPriorityDropped, why, timeline.F{"reason": "RLIMIT_RTTIME"})
+		rec.RecordOf(timeline.StageNone, timeline.StepPriorityDropped, why, timeline.PriorityDropped{Reason: "RLIMIT_RTTIME"})
 	})
 	interrupt, stopWatch := watchSignals(rec)
 	res, err := stop.Run(stop.Config{

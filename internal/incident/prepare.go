@@ -106,6 +106,6 @@ func recordTakeover(lock *runlock.Lock, rec *timeline.Recorder) {
 	if lock == nil || lock.Stale == nil {
 		return
 	}
-	rec.Record(timeline.StageNone, timeline.StepLockTakeover, fmt.Sprintf("took over the run lock from a run that ended without releasing it: %s", *lock.Stale),
-		timeline.F{"lock": lock.Path(), "stale_pid": lock.Stale.PID, "stale_start_ticks": lock.Stale.Start, "stale_command": lock.Stale.Command})
+	rec.RecordOf(timeline.StageNone, timeline.StepLockTakeover, fmt.Sprintf("took over the run lock from a run that ended without releasing it: %s", *lock.Stale),
+		timeline.LockTakeover{Lock: lock.Path(), StalePID: lock.Stale.PID, StaleStartTicks: lock.Stale.Start, StaleCommand: lock.Stale.Command})
 }

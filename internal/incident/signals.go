@@ -57,8 +57,8 @@ func watchSignals(rec *timeline.Recorder) (<-chan os.Signal, func()) {
 func recordSignal(rec *timeline.Recorder, sig os.Signal, n int) {
 	name := stop.SignalName(sig)
 	if n == 1 {
-		rec.Record(timeline.StageNone, timeline.StepSignal, fmt.Sprintf("%s: stopping after the current step; what is frozen stays frozen", name), timeline.F{"signal": name})
+		rec.RecordOf(timeline.StageNone, timeline.StepSignal, fmt.Sprintf("%s: stopping after the current step; what is frozen stays frozen", name), timeline.SignalCaught{Signal: name})
 		return
 	}
-	rec.Record(timeline.StageNone, timeline.StepSignalAgain, fmt.Sprintf("%s (signal %d of this run): ignored, so that no set is left half-moved; freeze is finishing the current step", name, n), timeline.F{"signal": name, "count": n})
+	rec.RecordOf(timeline.StageNone, timeline.StepSignalAgain, fmt.Sprintf("%s (signal %d of this run): ignored, so that no set is left half-moved; freeze is finishing the current step", name, n), timeline.SignalCaught{Signal: name, Count: n})
 }

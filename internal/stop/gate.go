@@ -49,13 +49,13 @@ func (r *run) gate() error {
 	form, ferr := gate.ParseForm(envOr("FREEZE_GATE_FORM", "auto"))
 	if ferr != nil {
 		r.gateWhy = ferr.Error()
-		r.rec.Record(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.F{"error": r.gateWhy, "method_asked": string(r.c.Method)})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
 		return nil
 	}
 	g, preloaded, err := r.loadGate(files, kill, form)
 	if err != nil {
 		r.gateWhy = gate.Explain(err)
-		r.rec.Record(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: "+r.gateWhy+"; falling back to the cgroup methods", timeline.F{"error": r.gateWhy, "method_asked": string(r.c.Method)})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
 		return nil
 	}
 	r.gateOn = g

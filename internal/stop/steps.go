@@ -54,8 +54,8 @@ func (r *run) match() error {
 		for _, h := range res.Hidden {
 			pids = append(pids, h.PID)
 		}
-		r.rec.Record(timeline.StageMatch, timeline.StepHidden, fmt.Sprintf("%d processes named %q could not be inspected: reading their exe link was refused (another user's processes, seen without root)", len(res.Hidden), res.Hidden[0].Comm),
-			timeline.F{"pids": pids, "force": r.c.Force})
+		r.rec.RecordOf(timeline.StageMatch, timeline.StepHidden, fmt.Sprintf("%d processes named %q could not be inspected: reading their exe link was refused (another user's processes, seen without root)", len(res.Hidden), res.Hidden[0].Comm),
+			timeline.HiddenSeen{PIDs: pids, Force: r.c.Force})
 		if !r.c.Force && !r.c.DryRun {
 			r.out.Kind = Refused
 			return &HiddenError{Hidden: res.Hidden}
@@ -73,7 +73,8 @@ func (r *run) stopNothing(stage timeline.Stage) error {
 	if n := len(r.out.Revoked); n > 0 {
 		what += fmt.Sprintf("; exec stays revoked on %d file(s)", n)
 	}
-	return r.stopHere(stage, what, timeline.F{"frozen": 0, "revoked": len(r.out.Revoked)})
+	frozen, revoked := 0, len(r.out.Revoked)
+	return r.stopHere(stage, what, timeline.Interrupted{Frozen: &frozen, Revoked: &revoked})
 }
 
 // revoke is the first part of step 2 with --revoke-exec: the guard, then
@@ -85,7 +86,7 @@ func (r *run) revoke() error {
 	}
 	revs, refused := checkRevocations(r.c, r.res)
 	for _, err := range refused {
-		r.rec.Record(timeline.StageFreeze, timeline.StepRevokeRefused, err.Error(), timeline.F{"error": err.Error()})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeRefused, err.Error(), timeline.Failure{Error: err.Error()})
 	}
 	if r.c.DryRun {
 		r.out.Refusals, r.out.WouldRevoke = refused, revs
@@ -135,9 +136,9 @@ func (r *run) dryRun() error {
 	r.dryRunProcesses()
 	r.lookAlikes()
 	for _, s := range r.out.Support {
-		r.rec.Record(timeline.StageFreeze, timeline.StepDryRunMethod, fmt.Sprintf("%s: %s (%s)", s.Method, yesNo(s.OK), s.Why), timeline.F{"method": string(s.Method), "ok": s.OK, "why": s.Why})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepDryRunMethod, fmt.Sprintf("%s: %s (%s)", s.Method, yesNo(s.OK), s.Why), timeline.DryRunMethod{Method: string(s.Method), OK: s.OK, Why: s.Why})
 		for _, k := range s.Kinds {
-			r.rec.Record(timeline.StageFreeze, timeline.StepDryRunGate, fmt.Sprintf("BPF %s: %s (%s)", k.Name, k.Says(), k.Why), timeline.F{"kind": k.Name, "ok": k.OK, "why": k.Why})
+			r.rec.RecordOf(timeline.StageFreeze, timeline.StepDryRunGate, fmt.Sprintf("BPF %s: %s (%s)", k.Name, k.Says(), k.Why), timeline.DryRunGate{Kind: k.Name, OK: k.OK, Why: k.Why})
 		}
 	}
 	r.rec.Record(timeline.StageRecord, timeline.StepDryRun, "dry run: nothing was changed", nil)
@@ -168,16 +169,16 @@ const dryRunListed = 20
 func (r *run) dryRunProcesses() {
 	for i, p := range r.res.Procs {
 		if i == dryRunListed {
-			r.rec.Record(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on %s more (the timeline of a real run lists them all)", match.Count(len(r.res.Procs)-dryRunListed, "process", "processes")),
-				timeline.F{"more": len(r.res.Procs) - dryRunListed})
+			r.rec.RecordOf(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on %s more (the timeline of a real run lists them all)", match.Count(len(r.res.Procs)-dryRunListed, "process", "processes")),
+				timeline.DryRunProcess{More: len(r.res.Procs) - dryRunListed})
 			return
 		}
 		exe := p.Exe
 		if exe == "" {
 			exe = "a descendant"
 		}
-		r.rec.Record(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on pid %d (parent %d, state %c, by %s): %s", p.PID, p.PPID, p.State, p.Reason, exe),
-			timeline.F{"pid": p.PID, "ppid": p.PPID, "state": string(p.State), "reason": p.Reason.String(), "exe": p.Exe})
+		r.rec.RecordOf(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on pid %d (parent %d, state %c, by %s): %s", p.PID, p.PPID, p.State, p.Reason, exe),
+			timeline.DryRunProcess{PID: p.PID, PPID: p.PPID, State: string(p.State), Reason: p.Reason.String(), Exe: p.Exe})
 	}
 }
 
@@ -212,9 +213,9 @@ func whereOf(res match.Result) ([]timeline.Where, string) {
 func (r *run) lookAlikes() {
 	for _, t := range r.c.Spec.Targets {
 		for _, other := range match.LookAlikes(r.c.FS, t) {
-			r.rec.Record(timeline.StageMatch, timeline.StepLookAlike, fmt.Sprintf("not matched: %s also runs as %s (%s), a different file: left alone; name it with --path to include it",
+			r.rec.RecordOf(timeline.StageMatch, timeline.StepLookAlike, fmt.Sprintf("not matched: %s also runs as %s (%s), a different file: left alone; name it with --path to include it",
 				t.Basename, match.ShellQuote(other.Path), match.Count(other.Count, "process", "processes")),
-				timeline.F{"target": t.Path, "path": other.Path, "count": other.Count})
+				timeline.LookAlike{Target: t.Path, Path: other.Path, Count: other.Count})
 		}
 	}
 }
@@ -224,7 +225,7 @@ func (r *run) lookAlikes() {
 func (r *run) nothingToDo() error {
 	if r.res.Live() == 0 && len(freeze.GroupDirs(freeze.GroupName(r.c.Spec))) == 0 {
 		r.out.Kind, r.out.Zombies = NothingMatched, r.res.Zombies
-		r.rec.Record(timeline.StageRecord, timeline.StepNothingMatched, "no live process matches: nothing to stop", timeline.F{"zombies": len(r.res.Zombies)})
+		r.rec.RecordOf(timeline.StageRecord, timeline.StepNothingMatched, "no live process matches: nothing to stop", timeline.Ended{Zombies: len(r.res.Zombies)})
 		return errDone
 	}
 	if r.interrupted() {
@@ -270,7 +271,7 @@ func (r *run) openGroup() error {
 	r.rec.RecordOf(timeline.StageFreeze, timeline.StepMethod, fmt.Sprintf("method %s at %s: %s", g.Method(), g.Where(), why),
 		timeline.MethodChosen{Method: string(g.Method()), Why: why, Group: g.Where(), Reused: g.Reused(), Notes: g.Notes()})
 	if g.Reused() {
-		r.rec.Record(timeline.StageFreeze, timeline.StepReuse, "reusing the group an earlier --hold run left: "+g.Where(), timeline.F{"group": g.Where()})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepReuse, "reusing the group an earlier --hold run left: "+g.Where(), timeline.GroupNamed{Group: g.Where()})
 	}
 	return nil
 }
@@ -298,13 +299,13 @@ func (r *run) grow() error {
 	switch {
 	case errors.Is(err, freeze.ErrStopped):
 		return r.stopHere(timeline.StageFreeze, fmt.Sprintf("after freeze round %d: %s holds what that round moved in (%d moved, %d matched); the set was not yet fixed, so a process started before its parent was stopped may be outside",
-			last.N, g.Where(), last.Moved, last.Matched), timeline.F{"round": last.N, "moved": last.Moved, "matched": last.Matched})
+			last.N, g.Where(), last.Moved, last.Matched), timeline.Interrupted{Round: &last.N, Moved: &last.Moved, Matched: &last.Matched})
 	case errors.Is(err, freeze.ErrDeadline):
 		r.rec.Record(timeline.StageFreeze, timeline.StepNotFixed, err.Error()+"; killing what is held anyway", nil)
 	case err != nil:
 		return err
 	default:
-		r.rec.Record(timeline.StageFreeze, timeline.StepFixed, fmt.Sprintf("fixed set: %s, none outside %s", match.Count(res.Live(), "process", "processes"), g.Where()), timeline.F{"set": res.Live()})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFixed, fmt.Sprintf("fixed set: %s, none outside %s", match.Count(res.Live(), "process", "processes"), g.Where()), timeline.Fixed{Set: res.Live()})
 	}
 	return nil
 }
@@ -315,11 +316,12 @@ func (r *run) hold() error {
 	g := r.out.Group
 	if r.c.Hold {
 		r.out.Kind = Held
-		r.rec.Record(timeline.StageFreeze, timeline.StepHold, fmt.Sprintf("holding %s frozen in %s (--hold)", match.Count(r.res.Live(), "process", "processes"), g.Where()), timeline.F{"set": r.res.Live(), "group": g.Where()})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepHold, fmt.Sprintf("holding %s frozen in %s (--hold)", match.Count(r.res.Live(), "process", "processes"), g.Where()), timeline.Hold{Set: r.res.Live(), Group: g.Where()})
 		return errDone
 	}
 	if r.interrupted() {
-		return r.stopHere(timeline.StageFreeze, fmt.Sprintf("before the kill rounds: %d processes held in %s", r.res.Live(), g.Where()), timeline.F{"set": r.res.Live()})
+		set := r.res.Live()
+		return r.stopHere(timeline.StageFreeze, fmt.Sprintf("before the kill rounds: %d processes held in %s", set, g.Where()), timeline.Interrupted{Set: &set})
 	}
 	return nil
 }
@@ -350,7 +352,7 @@ func (r *run) kill() error {
 	r.out.Survivors, r.out.Zombies = ko.Survivors, ko.Zombies
 	switch {
 	case errors.Is(err, rounds.ErrStopped):
-		return r.stopHere(timeline.StageKill, fmt.Sprintf("during the kill rounds (%v): what is left stays in %s", err, g.Where()), nil)
+		return r.stopHere(timeline.StageKill, fmt.Sprintf("during the kill rounds (%v): what is left stays in %s", err, g.Where()), timeline.Interrupted{})
 	case err != nil:
 		var pids []int
 		for _, s := range ko.Survivors {
@@ -370,12 +372,12 @@ func (r *run) kill() error {
 func (r *run) confirm() error {
 	g := r.out.Group
 	if err := removeGroup(g); err != nil {
-		r.rec.Record(timeline.StageRecord, timeline.StepGroupLeft, err.Error(), timeline.F{"group": g.Where()})
+		r.rec.RecordOf(timeline.StageRecord, timeline.StepGroupLeft, err.Error(), timeline.GroupNamed{Group: g.Where()})
 	} else if g.Holds() {
-		r.rec.Record(timeline.StageRecord, timeline.StepGroupRemoved, "removed "+g.Where(), timeline.F{"group": g.Where()})
+		r.rec.RecordOf(timeline.StageRecord, timeline.StepGroupRemoved, "removed "+g.Where(), timeline.GroupNamed{Group: g.Where()})
 	}
 	r.out.Kind = Zero
-	r.rec.Record(timeline.StageRecord, timeline.StepZero, "zero remain: confirmed by two empty scans", timeline.F{"zombies": len(r.out.Zombies)})
+	r.rec.RecordOf(timeline.StageRecord, timeline.StepZero, "zero remain: confirmed by two empty scans", timeline.Ended{Zombies: len(r.out.Zombies)})
 	return nil
 }
 

@@ -184,10 +184,10 @@ func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
 	case err != nil && r.out.Kind == Refused:
 		// Every run ends in a step that says how: a refusal changed
 		// nothing, and the postmortem must not read it as a cut run.
-		r.rec.Record(timeline.StageNone, timeline.StepRefused, err.Error()+"; nothing was changed", timeline.F{"error": err.Error()})
+		r.rec.RecordOf(timeline.StageNone, timeline.StepRefused, err.Error()+"; nothing was changed", timeline.Failure{Error: err.Error()})
 	case err != nil && r.out.Kind == 0:
 		r.out.Kind = Failed
-		r.rec.Record(timeline.StageNone, timeline.StepFailed, err.Error(), timeline.F{"error": err.Error()})
+		r.rec.RecordOf(timeline.StageNone, timeline.StepFailed, err.Error(), timeline.Failure{Error: err.Error()})
 	}
 	r.closeGate()
 	if r.c.Gate != nil {
@@ -224,17 +224,14 @@ func (r *run) interrupted() bool {
 
 // stopHere ends the run as interrupted in stage, recording what is left
 // where: the one place every interrupt goes through.
-func (r *run) stopHere(stage timeline.Stage, what string, fields timeline.F) error {
+func (r *run) stopHere(stage timeline.Stage, what string, rec timeline.Interrupted) error {
 	r.out.Kind, r.out.Stage = Interrupted, stage
 	sig := SignalName(r.out.Signal)
-	if fields == nil {
-		fields = timeline.F{}
-	}
-	fields["signal"] = sig
+	rec.Signal = sig
 	if g := r.out.Group; g != nil {
-		fields["group"], fields["method"] = g.Where(), string(g.Method())
+		rec.Group, rec.Method = g.Where(), string(g.Method())
 	}
-	r.rec.Record(stage, timeline.StepInterrupted, fmt.Sprintf("interrupted by %s %s", sig, what), fields)
+	r.rec.RecordOf(stage, timeline.StepInterrupted, fmt.Sprintf("interrupted by %s %s", sig, what), rec)
 	return fmt.Errorf("%w by %s in %s", ErrInterrupted, sig, stage)
 }
 

@@ -169,9 +169,7 @@ func (h *HostRun) take(e Event, startMS *float64) {
 		e.Decode(&f)
 		h.Matched = max(h.Matched, f.Matched)
 	case StepFixed:
-		var f struct {
-			Set int `json:"set"`
-		}
+		var f Fixed
 		e.Decode(&f)
 		h.Matched = max(h.Matched, f.Set)
 	case StepMethod:
