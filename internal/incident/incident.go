@@ -65,6 +65,17 @@ type Request struct {
 	// test gives a fixture tree and its group.
 	FS   proc.FS
 	Open stop.Opener
+	// Tuning is for measurements (the FREEZE_* variables): Run reads
+	// them from the environment into a request that has none.
+	Tuning *stop.Tuning
+}
+
+// tuning is the request's, else the environment's, read once here.
+func (req Request) tuning() stop.Tuning {
+	if req.Tuning != nil {
+		return *req.Tuning
+	}
+	return stop.TuningFromEnv()
 }
 
 // fs is the request's /proc.
@@ -169,7 +180,7 @@ func run(req Request, raised []string, rec *timeline.Recorder) Report {
 	})
 	interrupt, stopWatch := watchSignals(rec)
 	res, err := stop.Run(stop.Config{
-		FS: req.fs(), Open: req.Open, Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
+		FS: req.fs(), Open: req.Open, Tuning: req.tuning(), Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
 		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
 		Command: req.Command, Priority: raised, LiftedAt: liftedAt(), LiftCPU: liftCPU(),
 		RevokeExec: req.RevokeExec, Disposable: req.Disposable, Force: req.Force,

@@ -12,7 +12,7 @@ import (
 // A chain running from overlayfs (layers on two filesystems, xino=off)
 // or from a btrfs subvolume reaches zero through the whole stop order,
 // with its decoy copy untouched: scans through the gate's iterator and
-// through /proc (FREEZE_SCAN=proc, where matches were once counted as
+// through /proc (Tuning.ScanProc, FREEZE_SCAN=proc, where matches were once counted as
 // held by a gate that did not know their file, and never signalled),
 // and with the cgroup method, which needs no gate at all.
 func TestStopOrderReachesZeroOnOverlayfsAndBtrfs(t *testing.T) {
@@ -30,7 +30,6 @@ func TestStopOrderReachesZeroOnOverlayfsAndBtrfs(t *testing.T) {
 		for _, r := range runs {
 			t.Run(mt.name+"/"+r.name, func(t *testing.T) {
 				supported(t, r.method)
-				t.Setenv("FREEZE_SCAN", r.scan)
 				dir := mt.mount(t)
 				c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second, Interval: 20 * time.Millisecond, Dir: dir})
 				decoy := startDecoy(t, t.TempDir())
@@ -38,6 +37,7 @@ func TestStopOrderReachesZeroOnOverlayfsAndBtrfs(t *testing.T) {
 					t.Fatalf("chain reached %d processes, want 300", n)
 				}
 				cfg := config(t, r.method, c.Path)
+				cfg.Tuning.ScanProc = r.scan == "proc"
 				raise(t)
 				rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
 				out, err := Run(cfg, rec)

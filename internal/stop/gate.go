@@ -36,17 +36,18 @@ func (r *run) gate() error {
 		return nil // a spare in r.c.Gate is closed at the end of Run
 	}
 	files, note := gateFiles(r.c.Spec, r.c.Force)
-	// The gate stops. FREEZE_GATE_ACTION=kill (for the benchmark; the
-	// README's "The gate" says why stopping stays the default) lets the
-	// gate kill each process at its next fork or exec instead, in a run
-	// that kills anyway: not with --hold, and never with --arg, where
-	// the gate holds the file's every process at first, decoys included,
-	// and a decoy is only ever paused.
-	kill := !r.c.Hold && len(r.c.Spec.Args) == 0 && os.Getenv("FREEZE_GATE_ACTION") == "kill"
-	// FREEZE_GATE_FORM picks the form (auto, lsm, fmod_ret, tp_btf): for
-	// the benchmark and the VM matrix, which measure each form on one
-	// kernel. Unset, auto: the refusing form where it loads.
-	form, ferr := gate.ParseForm(envOr("FREEZE_GATE_FORM", "auto"))
+	// The gate stops; Tuning.GateKill (for the benchmark) kills instead,
+	// in a run that kills anyway: never with --arg, where the gate holds
+	// the file's every process at first, decoys included, and a decoy
+	// is only ever paused.
+	kill := !r.c.Hold && len(r.c.Spec.Args) == 0 && r.c.Tuning.GateKill
+	// Tuning.GateForm picks the form: for the benchmark and the VM
+	// matrix, which measure each form on one kernel.
+	formWord := r.c.Tuning.GateForm
+	if formWord == "" {
+		formWord = "auto"
+	}
+	form, ferr := gate.ParseForm(formWord)
 	if ferr != nil {
 		r.gateWhy = ferr.Error()
 		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
@@ -68,7 +69,7 @@ func (r *run) gate() error {
 	// From now on every scan of the run reads the processes through the
 	// gate's task iterator: milliseconds where /proc takes tens to
 	// hundreds, and no contention with the chain's exits on /proc.
-	if os.Getenv("FREEZE_SCAN") != "proc" && g.CanScan() {
+	if !r.c.Tuning.ScanProc && g.CanScan() {
 		r.scanner.UseTasks(g.Tasks)
 	}
 	r.recordAttached(g, preloaded, note)
@@ -175,13 +176,6 @@ func gateAction(g *gate.Gate) string {
 		return "refused and " + actionWord(g.Kill)
 	}
 	return actionWord(g.Kill)
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // gateFiles are the files whose every process is held at first: the

@@ -56,7 +56,10 @@ type Config struct {
 	// Gate, if not nil, is a gate loaded ahead and still empty (a guard's
 	// spare): the run fills and attaches it instead of loading one, and
 	// closes it at the end like its own.
-	Gate      *gate.Gate
+	Gate *gate.Gate
+	// Tuning is the gate's settings for measurements (the FREEZE_*
+	// variables, read once by the caller).
+	Tuning    Tuning
 	Hold      bool
 	DryRun    bool
 	Rounds    int
@@ -82,6 +85,28 @@ type Config struct {
 	// at it between steps and between rounds, never inside one: it ends
 	// the run with what is frozen still frozen, and records where.
 	Interrupt <-chan os.Signal
+}
+
+// Tuning are settings for measurements, not for an incident: the
+// benchmark and the kernel matrix set them (FREEZE_GATE_ACTION,
+// FREEZE_GATE_FORM, FREEZE_SCAN), and incident reads them once into
+// its request.
+type Tuning struct {
+	// GateKill lets the gate kill each process at its next fork or exec
+	// instead of stopping it, in a run that kills anyway: not with
+	// --hold, and never with --arg (the README's "The gate" says why
+	// stopping stays the default).
+	GateKill bool
+	// GateForm is the gate's form (auto, lsm, fmod_ret, tp_btf); ""
+	// is auto: the refusing form where it loads.
+	GateForm string
+	// ScanProc scans /proc even where the gate's task iterator loads.
+	ScanProc bool
+}
+
+// TuningFromEnv reads the settings from the environment.
+func TuningFromEnv() Tuning {
+	return Tuning{GateKill: os.Getenv("FREEZE_GATE_ACTION") == "kill", GateForm: os.Getenv("FREEZE_GATE_FORM"), ScanProc: os.Getenv("FREEZE_SCAN") == "proc"}
 }
 
 // Kind is how a run ended.
