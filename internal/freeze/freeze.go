@@ -92,10 +92,10 @@ var ErrDeadline = errors.New("deadline passed")
 var ErrStopped = errors.New("stopped between rounds")
 
 // A Group is the frozen set. What differs between the cgroup methods is
-// a method of it. The gate is loaded by the stop order (internal/stop),
-// before the first scan, and handed here (OpenGated), not opened by
-// Open; the stop order asks the Method (TriesGate, GateOnly) rather
-// than comparing names.
+// a method of it. The gate is attached before the first scan
+// (AttachGate, gateset.go, which the stop order calls) and made the
+// run's Group by OpenGated, not by Open; the stop order asks the Method
+// (TriesGate, GateOnly) rather than comparing names.
 type Group interface {
 	Method() Method
 	// Where names the set: a cgroup directory, or "SIGSTOP".

@@ -31,6 +31,41 @@ type gated struct {
 	lineage uint64
 }
 
+// Opener opens a group for name with method m: Open, or a test's.
+type Opener func(fs proc.FS, m Method, name string) (Group, string, error)
+
+// OpenOptions are what OpenFor needs beyond the method.
+type OpenOptions struct {
+	Gate    *GateSet // attached before the first scan, or nil
+	GateWhy string   // why the gate is not attached, where it was tried
+	Hold    bool
+	Open    Opener // nil is Open
+}
+
+// OpenFor opens a run's set: the attached gate's where there is one
+// (OpenGated), else a group of m; for bpf without its gate, a group of
+// the first method that works. It says why, and why the gate was passed
+// over.
+func OpenFor(fs proc.FS, m Method, name string, o OpenOptions) (Group, string, error) {
+	open := o.Open
+	if open == nil {
+		open = Open
+	}
+	switch {
+	case o.Gate != nil:
+		return OpenGated(fs, o.Gate.Gate, o.Hold, name)
+	case m.GateOnly():
+		g, why, err := open(fs, Auto, name)
+		return g, "asked for bpf, but the gate is not available (" + o.GateWhy + "); " + why, err
+	default:
+		g, why, err := open(fs, m, name)
+		if o.GateWhy != "" {
+			why += "; passed over bpf (" + o.GateWhy + ")"
+		}
+		return g, why, err
+	}
+}
+
 // OpenGated wraps an attached gate as the run's Group. With hold, or
 // where an earlier --hold left a group for name, the gated set is also
 // moved into a group opened as Open(fs, Auto, name) would.

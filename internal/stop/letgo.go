@@ -33,7 +33,7 @@ func (r *run) letGo() error {
 		return nil
 	}
 	lg := r.lg
-	g := r.gateOn
+	g := r.gateOn.Gate
 	res := r.res
 	for scan := 1; ; scan++ {
 		lg.rec.Scans = scan
@@ -79,7 +79,7 @@ func (r *run) letGo() error {
 // markMatches marks the scan's matches not marked yet (noting, where
 // the mark iterator marked by file, what it marked) and says how many.
 func (r *run) markMatches(res match.Result, byIter bool) int {
-	lg, g := r.lg, r.gateOn
+	lg, g := r.lg, r.gateOn.Gate
 	fresh := 0
 	for _, p := range res.Procs {
 		if lg.marked[p.ID] {

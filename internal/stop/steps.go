@@ -9,6 +9,7 @@ import (
 
 	"freeze/internal/container"
 	"freeze/internal/freeze"
+	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/rounds"
 	"freeze/internal/timeline"
@@ -234,34 +235,11 @@ func (r *run) nothingToDo() error {
 	return nil
 }
 
-// open opens the group with the run's opener.
-func (r *run) open(m freeze.Method, name string) (freeze.Group, string, error) {
-	if r.c.Open != nil {
-		return r.c.Open(r.c.FS, m, name)
-	}
-	return freeze.Open(r.c.FS, m, name)
-}
-
-// openGroup makes the frozen group (or reuses a held one).
+// openGroup makes the frozen group (or reuses a held one): the gate's,
+// or a group of the method (freeze.OpenFor).
 func (r *run) openGroup() error {
-	name := freeze.GroupName(r.c.Spec)
-	var (
-		g   freeze.Group
-		why string
-		err error
-	)
-	switch {
-	case r.gateOn != nil:
-		g, why, err = freeze.OpenGated(r.c.FS, r.gateOn, r.c.Hold, name)
-	case r.c.Method.GateOnly():
-		g, why, err = r.open(freeze.Auto, name)
-		why = "asked for bpf, but the gate is not available (" + r.gateWhy + "); " + why
-	default:
-		g, why, err = r.open(r.c.Method, name)
-		if r.gateWhy != "" {
-			why += "; passed over bpf (" + r.gateWhy + ")"
-		}
-	}
+	g, why, err := freeze.OpenFor(r.c.FS, r.c.Method, freeze.GroupName(r.c.Spec),
+		freeze.OpenOptions{Gate: r.gateOn, GateWhy: r.gateWhy, Hold: r.c.Hold, Open: r.c.Open})
 	if err != nil {
 		r.out.Kind = Failed
 		r.rec.Record(timeline.StageFreeze, timeline.StepMethodFailed, err.Error(), nil)
@@ -403,4 +381,73 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// wantsGate reports whether the run tries the kernel gate: --method bpf,
+// and auto, where it comes first.
+func (r *run) wantsGate() bool {
+	return !r.c.DryRun && r.c.Method.TriesGate()
+}
+
+// gate is the first part of step 2, taken before the first scan: the
+// identity of a --path target is known from the file, so the chain stops
+// growing before freeze reads a single process of it, and the scan then
+// reads a set that can no longer change. With --arg the file is an
+// interpreter that runs much else: the gate holds all of its processes
+// only until the scan has read argv, then the chain by mark and the rest
+// let go (letGo). In a container's scope the gate knows no file: the
+// scan's matches are marked, and what they start is gated by lineage.
+// Where the gate cannot load, the run falls back to the cgroup methods
+// and says why. freeze.AttachGate loads, fills and attaches it.
+func (r *run) gate() error {
+	if !r.wantsGate() {
+		return nil // a spare in r.c.Gate is closed at the end of Run
+	}
+	spare := r.c.Gate
+	r.c.Gate = nil // taken: AttachGate uses it or closes it
+	s, err := freeze.AttachGate(r.c.FS, freeze.GateOptions{Spec: r.c.Spec, Force: r.c.Force, Hold: r.c.Hold, BTF: r.c.BTF,
+		Spare: spare, Kill: r.c.Tuning.GateKill, Form: r.c.Tuning.GateForm})
+	var formErr *freeze.ErrGateForm
+	switch {
+	case errors.As(err, &formErr):
+		r.gateWhy = formErr.Err.Error()
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
+		return nil
+	case err != nil:
+		r.gateWhy = gate.Explain(err)
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
+		return nil
+	}
+	r.gateOn = s
+	g := s.Gate
+	if r.byArg = len(r.c.Spec.Args) > 0 && g.Files > 0; r.byArg {
+		// Each decoy goes as soon as the scan has decided it.
+		r.lg = newLetGo(g)
+		r.scanner.OnPassed(r.free)
+	}
+	r.out.GatePrograms = g.ProgramIDs()
+	// From now on every scan of the run reads the processes through the
+	// gate's task iterator: milliseconds where /proc takes tens to
+	// hundreds, and no contention with the chain's exits on /proc.
+	if !r.c.Tuning.ScanProc && g.CanScan() {
+		r.scanner.UseTasks(g.Tasks)
+	}
+	// Tagged with the match: the gate attaches before the scan, on the
+	// target's file, and the scan then marks what it finds in it. So the
+	// progress reads 1/4 before 2/4, as it happened.
+	msg, a := s.Attached()
+	r.rec.RecordOf(timeline.StageMatch, timeline.StepGateAttached, msg, a)
+	return nil
+}
+
+// closeGate detaches the gate at the end of the run, whatever ended it,
+// and records its counters: after zero is confirmed, part of confirm
+// and record.
+func (r *run) closeGate() {
+	if r.gateOn == nil {
+		return
+	}
+	msg, d := r.gateOn.Detach()
+	r.gateOn = nil
+	r.rec.RecordOf(timeline.StageRecord, timeline.StepGateDetached, msg, d)
 }

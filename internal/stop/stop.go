@@ -39,7 +39,7 @@ import (
 )
 
 // Opener opens the frozen set for a run: freeze.Open, or a test's.
-type Opener func(fs proc.FS, m freeze.Method, name string) (freeze.Group, string, error)
+type Opener = freeze.Opener
 
 // Config is one run.
 type Config struct {
@@ -174,9 +174,9 @@ type run struct {
 	out      Outcome
 	deadline time.Time
 	scanner  *match.Scanner
-	res      match.Result // the latest scan
-	gateOn   *gate.Gate   // attached from before the first scan to the end
-	gateWhy  string       // why the gate could not be used
+	res      match.Result    // the latest scan
+	gateOn   *freeze.GateSet // attached from before the first scan to the end
+	gateWhy  string          // why the gate could not be used
 	// byArg: the chain is named with --arg and the gate holds its file's
 	// every process until letGo has sorted them.
 	byArg bool

@@ -1,4 +1,4 @@
-package stop
+package freeze
 
 import (
 	"fmt"
@@ -15,79 +15,79 @@ import (
 	"freeze/internal/timeline"
 )
 
-// wantsGate reports whether the run tries the kernel gate: --method bpf,
-// and auto, where it comes first.
-func (r *run) wantsGate() bool {
-	return !r.c.DryRun && r.c.Method.TriesGate()
+// The gate's life in a run, from its load to its detach: AttachGate
+// (before the first scan), the attached record, Detach (at the end,
+// whatever ended the run). The stop order calls them; OpenGated then
+// makes the attached gate the run's Group.
+
+// GateOptions are what a run asks of the gate.
+type GateOptions struct {
+	Spec  match.Spec
+	Force bool // gate files under --under that have other hard links
+	Hold  bool
+	BTF   string // the kernel types the gate loads against; "" for the running kernel's
+	// Spare is a gate loaded ahead and still empty (a guard's): used
+	// where it fits the run, else closed.
+	Spare *gate.Gate
+	// Kill lets the gate kill at the next fork or exec instead of
+	// stopping (a measurement's setting); never with --hold or --arg.
+	Kill bool
+	Form string // the gate's form; "" for auto
 }
 
-// gate is the first part of step 2, taken before the first scan: the
-// identity of a --path target is known from the file, so the chain stops
-// growing before freeze reads a single process of it, and the scan then
-// reads a set that can no longer change. With --arg the file is an
-// interpreter that runs much else: the gate holds all of its processes
-// only until the scan has read argv, then the chain by mark and the rest
-// let go (letGo). In a container's scope the gate knows no file: the
-// scan's matches are marked, and what they start is gated by lineage.
-// Where the gate cannot load, the run falls back to the cgroup methods
-// and says why.
-func (r *run) gate() error {
-	if !r.wantsGate() {
-		return nil // a spare in r.c.Gate is closed at the end of Run
-	}
-	files, note := gateFiles(r.c.Spec, r.c.Force)
-	// The gate stops; Tuning.GateKill (for the benchmark) kills instead,
-	// in a run that kills anyway: never with --arg, where the gate holds
-	// the file's every process at first, decoys included, and a decoy
-	// is only ever paused.
-	kill := !r.c.Hold && len(r.c.Spec.Args) == 0 && r.c.Tuning.GateKill
-	// Tuning.GateForm picks the form: for the benchmark and the VM
-	// matrix, which measure each form on one kernel.
-	formWord := r.c.Tuning.GateForm
-	if formWord == "" {
-		formWord = "auto"
-	}
-	form, ferr := gate.ParseForm(formWord)
-	if ferr != nil {
-		r.gateWhy = ferr.Error()
-		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
-		return nil
-	}
-	g, preloaded, err := r.loadGate(files, kill, form)
-	if err != nil {
-		r.gateWhy = gate.Explain(err)
-		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
-		return nil
-	}
-	r.gateOn = g
-	if r.byArg = len(r.c.Spec.Args) > 0 && g.Files > 0; r.byArg {
-		// Each decoy goes as soon as the scan has decided it.
-		r.lg = newLetGo(g)
-		r.scanner.OnPassed(r.free)
-	}
-	r.out.GatePrograms = g.ProgramIDs()
-	// From now on every scan of the run reads the processes through the
-	// gate's task iterator: milliseconds where /proc takes tens to
-	// hundreds, and no contention with the chain's exits on /proc.
-	if !r.c.Tuning.ScanProc && g.CanScan() {
-		r.scanner.UseTasks(g.Tasks)
-	}
-	r.recordAttached(g, preloaded, note)
-	return nil
+// GateSet is an attached gate, as a run holds it from before its first
+// scan to its end.
+type GateSet struct {
+	*gate.Gate
+	Preloaded bool   // a spare, filled in
+	Note      string // what the gate does not hold by file, and why
 }
+
+// ErrGateForm is a form that does not parse (FREEZE_GATE_FORM).
+type ErrGateForm struct{ Err error }
+
+func (e *ErrGateForm) Error() string { return "FREEZE_GATE_FORM: " + e.Err.Error() }
+
+// AttachGate loads (or fills the spare), attaches the gate on the files
+// of o.Spec, and says what it holds by file. The gate stops; o.Kill
+// kills instead, in a run that kills anyway: never with --arg, where the
+// gate holds the file's every process at first, decoys included, and a
+// decoy is only ever paused.
+func AttachGate(fs proc.FS, o GateOptions) (*GateSet, error) {
+	files, note := gateFiles(o.Spec, o.Force)
+	kill := !o.Hold && len(o.Spec.Args) == 0 && o.Kill
+	word := o.Form
+	if word == "" {
+		word = "auto"
+	}
+	form, err := gate.ParseForm(word)
+	if err != nil {
+		if o.Spare != nil {
+			o.Spare.Close()
+		}
+		return nil, &ErrGateForm{err}
+	}
+	g, preloaded, err := loadGate(fs, o, files, kill, form)
+	if err != nil {
+		return nil, err
+	}
+	return &GateSet{Gate: g, Preloaded: preloaded, Note: note}, nil
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // loadGate fills the caller's spare gate where it fits the run, else
 // loads one, and attaches it; then what only speeds things up loads
-// (the kill and scan iterators), once the chain is held.
-func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Gate, preloaded bool, err error) {
-	spare := r.c.Gate
-	r.c.Gate = nil // taken: used below, or closed
-	preloaded = spare != nil && spare.Kill == kill && r.c.BTF == "" && (form == gate.FormAuto || form == spare.Form)
+// (the kill and scan iterators), once the chain is held. The spare is
+// used or closed.
+func loadGate(fs proc.FS, o GateOptions, files []gate.File, kill bool, form gate.Form) (g *gate.Gate, preloaded bool, err error) {
+	spare := o.Spare
+	preloaded = spare != nil && spare.Kill == kill && o.BTF == "" && (form == gate.FormAuto || form == spare.Form)
 	if preloaded {
 		t0 := time.Now()
-		g, err = spare, spare.Fill(files, gate.Exempt(r.c.FS))
+		g, err = spare, spare.Fill(files, gate.Exempt(fs))
 		if err == nil {
-			err = g.Owners(r.c.Spec.UIDs)
+			err = g.Owners(o.Spec.UIDs)
 		}
 		g.LoadTook = time.Since(t0) // preloaded: only the filling counts
 		if err != nil {
@@ -98,15 +98,15 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 		if spare != nil {
 			spare.Close()
 		}
-		if g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(r.c.FS), BTF: r.c.BTF, Kill: kill, Form: form}); err != nil {
+		if g, err = gate.Load(gate.Config{Files: files, Exempt: gate.Exempt(fs), BTF: o.BTF, Kill: kill, Form: form}); err != nil {
 			return nil, preloaded, err
 		}
-		if err = g.Owners(r.c.Spec.UIDs); err != nil {
+		if err = g.Owners(o.Spec.UIDs); err != nil {
 			g.Close()
 			return nil, preloaded, err
 		}
 	}
-	if len(r.c.Spec.Args) > 0 && !g.Stops() {
+	if len(o.Spec.Args) > 0 && !g.Stops() {
 		// The refusal alone would hold the file's processes: a decoy's
 		// fork or exec would fail, not pause. Gated by mark only.
 		if err = g.Forget(); err != nil {
@@ -124,16 +124,17 @@ func (r *run) loadGate(files []gate.File, kill bool, form gate.Form) (g *gate.Ga
 		g.Close()
 		return nil, preloaded, err
 	}
-	if r.c.Hold && !(len(r.c.Spec.Args) > 0 && g.Files > 0) {
+	if o.Hold && !(len(o.Spec.Args) > 0 && g.Files > 0) {
 		g.StartRest() // with --arg by file: once the decoys are let go (letGo)
 	}
 	g.LoadExtras() // a spare has them already: then it does nothing
 	return g, preloaded, nil
 }
 
-// recordAttached records the attached gate: its form, what it took, and
-// what did not load.
-func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
+// Attached is the record of the attached gate: its form, what it took,
+// and what did not load, in words and as the timeline's record.
+func (s *GateSet) Attached() (string, timeline.GateAttached) {
+	g, preloaded, note := s.Gate, s.Preloaded, s.Note
 	how := "load"
 	if preloaded {
 		how = "preloaded, filled in"
@@ -152,7 +153,7 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 	if g.Skipped > 0 {
 		msg += fmt.Sprintf("; %d executable(s) under --under changed between the walk and the gate's open and are not gated by file", g.Skipped)
 	}
-	a := timeline.GateAttached{Preloaded: preloaded, LoadMS: ms(g.LoadTook), AttachMS: ms(g.AttachTook), HeldMS: ms(g.HeldTook), ExtrasMS: ms(g.ExtrasTook),
+	a := timeline.GateAttached{Preloaded: preloaded, LoadMS: msOf(g.LoadTook), AttachMS: msOf(g.AttachTook), HeldMS: msOf(g.HeldTook), ExtrasMS: msOf(g.ExtrasTook),
 		Files: g.Files, ByFile: g.Files > 0, Programs: g.ProgramIDs(), Action: gateAction(g), Form: g.Form.Word()}
 	for _, k := range g.Tried {
 		a.Tried = append(a.Tried, k.Name+": "+k.Why)
@@ -164,10 +165,7 @@ func (r *run) recordAttached(g *gate.Gate, preloaded bool, note string) {
 		msg += "; without " + k.Name + ": " + k.Why
 		a.Missing = append(a.Missing, k.Name+": "+k.Why)
 	}
-	// Tagged with the match: the gate attaches before the scan, on the
-	// target's file, and the scan then marks what it finds in it. So the
-	// progress reads 1/4 before 2/4, as it happened.
-	r.rec.RecordOf(timeline.StageMatch, timeline.StepGateAttached, msg, a)
+	return msg, a
 }
 
 // gateAction is what the gate does to an attempt of the chain.
@@ -274,22 +272,18 @@ func (w *underWalk) dir(fd int, path string, depth int, force bool, files *[]gat
 	}
 }
 
-// closeGate detaches the gate at the end of the run, whatever ended it,
-// and records its counters.
-func (r *run) closeGate() {
-	g := r.gateOn
-	if g == nil {
-		return
-	}
+// Detach detaches the gate at the end of the run, whatever ended it,
+// and says what it did: its counters, and how its refusal fared.
+func (s *GateSet) Detach() (string, timeline.GateDetached) {
+	g := s.Gate
 	settling, started := g.Settling(), g.Started()
 	serr := g.Settle()
 	c, cerr := g.Counters()
 	err := g.Close()
-	r.gateOn = nil
 	d := timeline.GateDetached{Action: gateAction(g), Form: g.Form.Word(), ForksStopped: c.Forks(), ExecsStopped: c.Execs(),
 		ForksRefused: c.ForksRefused, ExecsRefused: c.ExecsRefused, TargetExecs: c.TargetExecs, Lineage: c.Lineage}
 	if started {
-		d.AttachMS = ms(g.AttachTook)
+		d.AttachMS = msOf(g.AttachTook)
 	}
 	msg := fmt.Sprintf("gate detached: it %s %s and %s of the chain and %s of a target, and gated %s by lineage", gateAction(g),
 		match.Count(int(c.Forks()), "fork attempt", "fork attempts"), match.Count(int(c.Execs()), "exec attempt", "exec attempts"),
@@ -316,8 +310,7 @@ func (r *run) closeGate() {
 		d.Error = err.Error()
 		msg += "; detaching failed: " + err.Error()
 	}
-	// Detached after zero is confirmed: part of confirm and record.
-	r.rec.RecordOf(timeline.StageRecord, timeline.StepGateDetached, msg, d)
+	return msg, d
 }
 
 func actionWord(kill bool) string {
