@@ -9,10 +9,14 @@ package main
 import (
 	"os"
 
-	// Before any other package's init: see the package comment.
-	_ "freeze/internal/priority/early"
+	"freeze/internal/incident"
+	// Before any other package's init: see the package comment. Linked
+	// by this command alone: a test binary of a package that imports
+	// incident is not lifted at its start.
+	"freeze/internal/priority/early"
 )
 
 func main() {
+	incident.Lift = early.Report
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -9,7 +9,6 @@ import (
 
 	"freeze/internal/freeze"
 	"freeze/internal/priority"
-	"freeze/internal/priority/early"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
 	"freeze/internal/timeline"
@@ -31,7 +30,7 @@ const memoryLimit = 256 << 20
 // (Armed.AfterRun).
 func Prepare(o Output) []string {
 	raised, err := priority.Raise()
-	if ok, us := early.Lifted(); ok {
+	if ok, us := lifted(); ok {
 		raised = append([]string{"lifted at start after " + timeline.Dur(time.Duration(us)*time.Microsecond) + " of CPU"}, raised...)
 	}
 	debug.SetGCPercent(-1)
@@ -42,9 +41,26 @@ func Prepare(o Output) []string {
 	return raised
 }
 
+// Lift reports the lift at the process's start (package priority/early:
+// whether it lifted, the CPU used before, and when, Unix ns), set by the
+// command that links early (cmd/freeze's main). Nil in a process without
+// it: a test binary that imports this package is not lifted at its
+// start, and its children (a podman's runc, say) do not inherit a
+// real-time class that a v1 cpu group refuses (EINVAL on cgroup.procs).
+var Lift func() (lifted bool, cpuUS, atNS int64)
+
+// lifted reports the start's lift and the CPU before it.
+func lifted() (bool, int64) {
+	if Lift == nil {
+		return false, 0
+	}
+	ok, us, _ := Lift()
+	return ok, us
+}
+
 // liftCPU is the CPU the process had used when package early lifted it.
 func liftCPU() time.Duration {
-	if ok, us := early.Lifted(); ok {
+	if ok, us := lifted(); ok {
 		return time.Duration(us) * time.Microsecond
 	}
 	return 0
@@ -52,7 +68,10 @@ func liftCPU() time.Duration {
 
 // liftedAt is when package early lifted the process, or the zero time.
 func liftedAt() time.Time {
-	if ns := early.LiftedAt(); ns > 0 {
+	if Lift == nil {
+		return time.Time{}
+	}
+	if _, _, ns := Lift(); ns > 0 {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}

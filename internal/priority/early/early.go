@@ -41,3 +41,11 @@ const (
 	rtHardLimit  = 5_000_000
 	fixtureArg   = "__chain" // as internal/drill.FixtureArg
 )
+
+// Report is the lift as incident.Lift takes it: whether the process was
+// lifted at its start, the CPU in microseconds it had used by then, and
+// when (Unix ns).
+func Report() (lifted bool, cpuUS, atNS int64) {
+	ok, us := Lifted()
+	return ok, us, LiftedAt()
+}
