@@ -66,14 +66,16 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	// 300 s killed them before the contain run once in CI, which then
 	// matched nothing. Set-up, not an assertion.
 	chain := func() *containtest.Chain {
-		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 150, HopCap: 1000000, Timeout: 1000 * time.Second, Interval: 50 * time.Millisecond})
+		// A fork a second: at its cap a tree retries every interval,
+		// and two of 150 retrying every 50 ms kept ansible-playbook
+		// runnable at 1% of a CPU on a slow host (load 170).
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 150, HopCap: 1000000, Timeout: 1000 * time.Second, Interval: time.Second})
 		if n := c.WaitPopulation(150, 30*time.Second); n != 150 {
 			t.Fatalf("chain reached %d of 150", n)
 		}
 		removeGroupAtCleanup(t, c.Path)
 		return c
 	}
-	a, b := chain(), chain()
 	work := t.TempDir()
 	idle := filepath.Join(work, "idle", "tool")
 	os.MkdirAll(filepath.Dir(idle), 0o755)
@@ -92,14 +94,21 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 			name, path, filepath.Join(d, "bin"), filepath.Join(d, "timelines"), run, extra)
 	}
 	inv := filepath.Join(work, "inventory.yml")
-	err := os.WriteFile(inv, []byte("all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: /usr/bin/python3\n    ansible_become_method: su\n  hosts:\n"+
-		host("host-a", a.Path, "")+host("host-b", b.Path, "")+host("host-idle", idle, "")+
-		host("host-bad", idle, "      method: bogus\n")), 0o644)
-	if err != nil {
-		t.Fatal(err)
+	inventory := func(pathA, pathB string) {
+		err := os.WriteFile(inv, []byte("all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: /usr/bin/python3\n    ansible_become_method: su\n  hosts:\n"+
+			host("host-a", pathA, "")+host("host-b", pathB, "")+host("host-idle", idle, "")+
+			host("host-bad", idle, "      method: bogus\n")), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir := "ansible"
 
+	// The install needs no chain (install.yml reads no path): the chains
+	// start after it, so that their forks do not slow the install (300 s
+	// were not enough for it beside them and the other packages' chains
+	// on a slow host).
+	inventory(idle, idle)
 	code, out := ansible(t, work, "-i", inv, filepath.Join(dir, "install.yml"), "-e", "freeze_src="+bin)
 	if code != 0 {
 		t.Fatalf("install.yml exit %d:\n%s", code, out)
@@ -110,6 +119,8 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 		}
 	}
 
+	a, b := chain(), chain()
+	inventory(a.Path, b.Path)
 	code, out = ansible(t, work, "-i", inv, filepath.Join(dir, "contain.yml"), "-e", "dry_run=true", "-e", "incident_dir="+filepath.Join(work, "dry"), "-e", "freeze_local="+bin)
 	if code != 2 || !strings.Contains(out, "150 live processes match") {
 		t.Fatalf("dry run: exit %d (want 2: host-bad's options are refused), and each chain's 150 said:\n%s", code, out)
