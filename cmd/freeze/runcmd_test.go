@@ -317,7 +317,10 @@ func TestRunNestedInsideAnotherRun(t *testing.T) {
 	dir := t.TempDir()
 	sleep := copyTool(t, dir, "sleep")
 	report, innerState := filepath.Join(dir, "outer.json"), filepath.Join(dir, "inner-state")
-	c, code := runUnder(t, []string{bin, "run", "--timeout", "3s", "--wait-delay", "200ms", "--report", report, "-t", filepath.Join(dir, "outer.jsonl"),
+	// 15 s for the inner run to start and write its state file before
+	// the outer's timeout ends it: in a VM of the kernel matrix under
+	// emulation, on a slow host, 3 s were not enough (no state to reap).
+	c, code := runUnder(t, []string{bin, "run", "--timeout", "15s", "--wait-delay", "200ms", "--report", report, "-t", filepath.Join(dir, "outer.jsonl"),
 		"--", bin, "run", "--wait-delay", "60s", "--state-dir", innerState, "-t", filepath.Join(dir, "inner.jsonl"),
 		"--", "/bin/sh", "-c", sleep + " 60 & echo started"}, 60*time.Second)
 	var r contain.ReportJSON
