@@ -92,7 +92,9 @@ func TestScripts(t *testing.T) {
 				cmd := exec.Command(path, args[2:]...)
 				cmd.Dir = ts.Getenv("WORK")
 				cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
-				cmd.Env = os.Environ()
+				// The script's own TMPDIR ($WORK/.tmp): a fallback
+				// timeline lands there and goes with the script.
+				cmd.Env = append(os.Environ(), "TMPDIR="+ts.Getenv("TMPDIR"))
 				err = cmd.Run()
 				got := 0
 				var ee *exec.ExitError

@@ -637,8 +637,11 @@ func TestRunTimeoutSendsTermAndItsRecordRenders(t *testing.T) {
 	bin := buildFreeze(t)
 	dir := t.TempDir()
 	tl := filepath.Join(dir, "run.jsonl")
-	c, code := runUnder(t, []string{bin, "run", "--timeout", "1s", "--kill-after", "20s", "-t", tl, "--",
-		"/bin/sh", "-c", `trap 'echo got TERM; exit 7' TERM; sleep 30 & wait`}, 60*time.Second)
+	// 5 s for the shell to set its trap: in a VM of the kernel matrix
+	// (TCG, two at once on two cores) 1 s was not always enough, and the
+	// TERM came before the trap.
+	c, code := runUnder(t, []string{bin, "run", "--timeout", "5s", "--kill-after", "20s", "-t", tl, "--",
+		"/bin/sh", "-c", `trap 'echo got TERM; exit 7' TERM; sleep 60 & wait`}, 90*time.Second)
 	if code != 124 {
 		t.Fatalf("exit %d, want 124 (timed out); stderr:\n%s", code, c.Stderr())
 	}

@@ -129,3 +129,66 @@ func TestALongRoundReportsItsProgress(t *testing.T) {
 		t.Errorf("first report %+v: want round 1, %d alive, the group still populated", p, len(pids))
 	}
 }
+
+// dyingSlowly makes n processes of the chain outside any group, asleep
+// where SIGKILL does not reach them at once (state D), and lets one die
+// every gap, in the background, as a slow kernel runs the exits of a
+// chain it was told to kill.
+func dyingSlowly(t *testing.T, n int, gap time.Duration) (*proctest.Tree, *proctest.Group, []int) {
+	tr, g, pids := held(t, n-1)
+	for _, pid := range pids {
+		tr.SetState(pid, 'D', "do_exit")
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for _, pid := range pids {
+			select {
+			case <-done:
+				return
+			case <-time.After(gap):
+			}
+			tr.Exit(pid)
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return tr, g, pids
+}
+
+// A round does not end while its kill is still taking effect: deaths
+// that keep coming push the round's wait out, and no second round
+// signals the dying again. Before, each round waited its Wait and the
+// rounds ran out with a chain still dying (135 of 1,500 on the newest
+// kernel under TCG).
+func TestARoundWaitsWhileDeathsKeepComing(t *testing.T) {
+	// 100 deaths 20 ms apart: 2 s, more than three rounds of 500 ms.
+	tr, g, pids := dyingSlowly(t, 100, 20*time.Millisecond)
+	c := config(t, tr, g, 3)
+	c.Wait = 500 * time.Millisecond
+	var seen []rounds.Round
+	out, err := rounds.Run(c, func(r rounds.Round) { seen = append(seen, r) })
+	if err != nil || !out.Zero {
+		t.Fatalf("rounds: %v (zero %v, %d left): the rounds ran out while the chain was still dying", err, out.Zero, len(tr.Live(tr.Target)))
+	}
+	if len(seen) != 1 || seen[0].Signaled != len(pids) {
+		t.Fatalf("kill rounds %+v: want one round that signalled all %d, then two empty scans", seen, len(pids))
+	}
+}
+
+// An interrupt is heard inside a long round, not only after it.
+func TestAnInterruptEndsALongRound(t *testing.T) {
+	tr, g, _ := dyingSlowly(t, 100, 50*time.Millisecond)
+	c := config(t, tr, g, 20)
+	c.Wait = 5 * time.Second
+	asked := 0
+	c.Stop = func() bool { asked++; return asked >= 3 }
+	n := 0
+	_, err := rounds.Run(c, func(rounds.Round) { n++ })
+	if !errors.Is(err, rounds.ErrStopped) || n != 1 {
+		t.Fatalf("rounds with stop: %v after %d rounds, want ErrStopped after 1", err, n)
+	}
+	if left := tr.Live(tr.Target); len(left) == 0 {
+		t.Fatal("the round waited for every death before it heard the interrupt")
+	}
+}
