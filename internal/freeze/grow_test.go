@@ -16,7 +16,7 @@ import (
 
 // These test Grow's fixed point on a fixture /proc and a fixture group
 // (no root, no real process): the events a live chain produces only by
-// chance, on cue. The live-chain tests in internal/stop are the proof
+// chance, on cue. The live-chain tests in internal/stop/live are the proof
 // against the kernel.
 
 func grow(t *testing.T, tr *proctest.Tree, g *proctest.Group, within time.Duration, stop func() bool) ([]freeze.Round, match.Result, error) {

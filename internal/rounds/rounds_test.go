@@ -11,7 +11,7 @@ import (
 )
 
 // These test the kill rounds on a fixture /proc and a fixture group (no
-// root, no real process); the live-chain tests in internal/stop are the
+// root, no real process); the live-chain tests in internal/stop/live are the
 // proof against the kernel.
 
 // held makes a tree with n processes of the chain held in a group.

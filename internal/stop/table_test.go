@@ -2,15 +2,12 @@ package stop
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"freeze/internal/exefile"
 	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
@@ -19,91 +16,20 @@ import (
 )
 
 // The stop order's paths, method by method, on a fixture /proc without
-// root: the live-chain tests beside it are the proof against the kernel,
-// these the proof of the order's own logic, with events no live chain
-// produces on cue (a chain that forks between every scan and its stop, a
+// root: the live-chain tests in internal/stop/live are the proof against
+// the kernel, these the proof of the order's own logic, with events no
+// live chain produces on cue (a chain that forks between every scan and its stop, a
 // member in state D, an interrupt between two freeze rounds).
 //
-// They run as nobody: as root the test re-runs itself as uid 65534, so
-// that the BPF gate cannot load (--method bpf and auto then take their
-// fallback paths, through the opener) and nothing here could reach a
-// real process even by mistake.
-
-// nobody is the uid and gid the table runs as.
-const nobody = 65534
-
-// tableAsNobody marks the re-run as nobody.
-const tableAsNobody = "FREEZE_STOP_TABLE_AS_NOBODY"
+// They run as nobody, as every test of this package does (TestMain).
 
 // fixtureMethods are the methods the table runs the order with: every
 // --method, bpf and auto included.
 var fixtureMethods = []freeze.Method{freeze.Cgroup2, freeze.Cgroup1, freeze.Sigstop, freeze.None, freeze.Bpf, freeze.Auto}
 
-// TestStopOrderPathsAsNobody runs the table as nobody: here if this
-// process is not root, else in a copy of the test binary re-run as uid
-// 65534.
+// TestStopOrderPathsAsNobody runs the table.
 func TestStopOrderPathsAsNobody(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Run("table", stopOrderTable)
-		return
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Its own directory, open to nobody (t.TempDir's parent is root's
-	// alone), removed at the end.
-	dir, err := os.MkdirTemp("", "freeze-stop-table-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "stop.test")
-	if err := exefile.Copy(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run", "^TestStopOrderPathsAsNobody$", "-test.v", "-test.count=1", "-test.timeout=5m")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), tableAsNobody+"=1", "TMPDIR=/tmp", "HOME=/")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	out, err := runGroupKilled(cmd, 5*time.Minute)
-	t.Logf("as nobody:\n%s", out)
-	if err != nil {
-		t.Fatalf("the table as nobody: %v", err)
-	}
-	for _, m := range fixtureMethods {
-		if !strings.Contains(out, "--- PASS: TestStopOrderPathsAsNobody/table/"+string(m)+"/") {
-			t.Errorf("the table as nobody did not pass for %s", m)
-		}
-	}
-	if strings.Contains(out, "--- SKIP") {
-		t.Errorf("the table as nobody skipped a case")
-	}
-}
-
-// runGroupKilled runs cmd in its own process group, killed as a group
-// after within and at the end.
-func runGroupKilled(cmd *exec.Cmd, within time.Duration) (string, error) {
-	var b strings.Builder
-	cmd.Stdout, cmd.Stderr = &b, &b
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	pgid := cmd.Process.Pid
-	defer syscall.Kill(-pgid, syscall.SIGKILL)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return b.String(), err
-	case <-time.After(within):
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		<-done
-		return b.String(), os.ErrDeadlineExceeded
-	}
+	t.Run("table", stopOrderTable)
 }
 
 // fixture is one case's tree, chain and opener.

@@ -40,7 +40,7 @@ func guestTree(t *testing.T) string {
 	}
 	build("build", "-o", filepath.Join(root, "bin/freeze"), "./cmd/freeze")
 	build("test", "-c", "-o", filepath.Join(root, "t/gate.test"), "./internal/gate")
-	build("test", "-c", "-o", filepath.Join(root, "t/stop.test"), "./internal/stop")
+	build("test", "-c", "-o", filepath.Join(root, "t/stop.test"), "./internal/stop/live")
 	build("test", "-c", "-o", filepath.Join(root, "t/cmd.test"), "./cmd/freeze")
 	if out, err := exec.Command("cc", "-O2", "-static", "-o", filepath.Join(root, "t/chain"),
 		filepath.Join(mod, "internal/containtest/fixture/chain.c")).CombinedOutput(); err != nil {

@@ -1,4 +1,10 @@
-package stop
+// Package live_test proves the stop order against the kernel: live
+// chains (capped by a pids cgroup, or RLIMIT_NPROC as an ordinary user)
+// in real cgroups, the gate, overlayfs and btrfs, --revoke-exec, an
+// interrupt between two steps. The order's own logic is tested as nobody
+// on fixture trees in internal/stop; the kernel matrix runs these in its
+// VMs (internal/vmtest builds them as t/stop.test).
+package live_test
 
 import (
 	"os"
@@ -11,6 +17,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -56,7 +63,7 @@ func target(t *testing.T, path string) match.Target {
 	return tg
 }
 
-func config(t *testing.T, m freeze.Method, paths ...string) Config {
+func config(t *testing.T, m freeze.Method, paths ...string) stop.Config {
 	var spec match.Spec
 	for _, p := range paths {
 		spec.Targets = append(spec.Targets, target(t, p))
@@ -65,7 +72,7 @@ func config(t *testing.T, m freeze.Method, paths ...string) Config {
 	// As an ordinary user, act on what can be seen (Force): other
 	// packages' chains, run as root beside these, share their name and
 	// cannot be inspected, which would refuse the run.
-	return Config{FS: proc.Default, Spec: spec, Method: m, Rounds: 20, Timeout: 300 * time.Second, RoundWait: 3 * time.Second, Force: os.Geteuid() != 0}
+	return stop.Config{FS: proc.Default, Spec: spec, Method: m, Rounds: 20, Timeout: 300 * time.Second, RoundWait: 3 * time.Second, Force: os.Geteuid() != 0}
 }
 
 // removeLeftGroups removes a group that a failed run left behind. Its
@@ -145,11 +152,11 @@ func TestStopOrderReachesZero(t *testing.T) {
 				t.Logf("chain at %d; decoy at %d", c.Population(), decoy.Population())
 				raise(t)
 				rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
-				out, err := Run(cfg, rec)
+				out, err := stop.Run(cfg, rec)
 				if err != nil {
 					t.Fatalf("run: %v (survivors %d)", err, len(out.Survivors))
 				}
-				if out.Kind != Zero || out.Group.Method() != m {
+				if out.Kind != stop.Zero || out.Group.Method() != m {
 					t.Fatalf("outcome %+v", out)
 				}
 				if left := c.Survivors(); len(left) > 0 {
@@ -173,7 +180,7 @@ func TestTimelineStepsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(config(t, freeze.Auto, c.Path), rec); err != nil {
+	if _, err := stop.Run(config(t, freeze.Auto, c.Path), rec); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Close(); err != nil {
@@ -226,8 +233,8 @@ func holdThenRun(t *testing.T, m freeze.Method) {
 	cfg := config(t, m, c.Path)
 	cfg.Hold = true
 	rec, _ := timeline.New("", nil)
-	out, err := Run(cfg, rec)
-	if err != nil || out.Kind != Held {
+	out, err := stop.Run(cfg, rec)
+	if err != nil || out.Kind != stop.Held {
 		t.Fatalf("hold: %+v %v", out, err)
 	}
 	t.Cleanup(func() { os.Remove(out.Group.Where()) }) // only if the second run failed
@@ -243,8 +250,8 @@ func holdThenRun(t *testing.T, m freeze.Method) {
 	}
 	cfg.Hold = false
 	rec2, _ := timeline.New("", nil)
-	out2, err := Run(cfg, rec2)
-	if err != nil || out2.Kind != Zero {
+	out2, err := stop.Run(cfg, rec2)
+	if err != nil || out2.Kind != stop.Zero {
 		t.Fatalf("second run: %+v %v", out2, err)
 	}
 	if out2.Group.Where() != out.Group.Where() {
@@ -271,7 +278,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	cfg := config(t, freeze.Auto, c.Path)
 	cfg.DryRun = true
 	rec, _ := timeline.New("", nil)
-	out, err := Run(cfg, rec)
+	out, err := stop.Run(cfg, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,8 +306,8 @@ func TestNothingMatched(t *testing.T) {
 	}
 	cfg := config(t, freeze.Auto, path)
 	rec, _ := timeline.New("", nil)
-	out, err := Run(cfg, rec)
-	if err != nil || out.Kind != NothingMatched || out.Matched != 0 {
+	out, err := stop.Run(cfg, rec)
+	if err != nil || out.Kind != stop.NothingMatched || out.Matched != 0 {
 		t.Fatalf("outcome %+v, err %v: want nothing matched", out, err)
 	}
 	var end timeline.Step

@@ -1,4 +1,4 @@
-package stop
+package live_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/freeze"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -40,14 +41,14 @@ func TestStopOrderReachesZeroOnOverlayfsAndBtrfs(t *testing.T) {
 				cfg.Tuning.ScanProc = r.scan == "proc"
 				raise(t)
 				rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
-				out, err := Run(cfg, rec)
+				out, err := stop.Run(cfg, rec)
 				if err != nil {
 					t.Fatalf("run: %v (survivors %d)", err, len(out.Survivors))
 				}
 				if out.Group == nil {
 					t.Fatalf("outcome %v with no group: nothing matched the chain", out.Kind)
 				}
-				if out.Kind != Zero || out.Group.Method() != r.method {
+				if out.Kind != stop.Zero || out.Group.Method() != r.method {
 					t.Fatalf("outcome %v, method %s, want zero by %s", out.Kind, out.Group.Method(), r.method)
 				}
 				if left := c.Survivors(); len(left) > 0 {

@@ -1,4 +1,4 @@
-package stop
+package live_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/freeze"
 	"freeze/internal/proc"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -54,8 +55,8 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 					sig <- os.Interrupt
 				}
 			})
-			out, err := Run(cfg, rec)
-			if !errors.Is(err, ErrInterrupted) {
+			out, err := stop.Run(cfg, rec)
+			if !errors.Is(err, stop.ErrInterrupted) {
 				t.Fatalf("run: %v, want ErrInterrupted (outcome %+v)", err, out)
 			}
 			if out.Stage != tc.wantStage || out.Signal != os.Interrupt {
@@ -115,8 +116,8 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 			// held group and reaches zero.
 			cfg.Interrupt = nil
 			rec2, _ := timeline.New("", nil)
-			out2, err := Run(cfg, rec2)
-			if err != nil || out2.Kind != Zero {
+			out2, err := stop.Run(cfg, rec2)
+			if err != nil || out2.Kind != stop.Zero {
 				t.Fatalf("rerun after the interrupt: %+v %v", out2, err)
 			}
 			if tc.wantHeld && !hasStep(rec2, timeline.StepReuse) {
