@@ -120,6 +120,10 @@ func Supports() (lines []string, use freeze.Method) {
 
 // Run runs a drill, recorded from its start to its verdict (drill-end).
 func Run(c Config) (Report, error) {
+	// The drill's words never hold its run up (incident.Output.Detached).
+	var flush func()
+	c.Out, flush = c.Out.Detached()
+	defer flush()
 	var rec *timeline.Recorder
 	if c.Timeline == "" {
 		rec = incident.DefaultTimeline("drill", c.Out)

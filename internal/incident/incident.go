@@ -127,7 +127,11 @@ type Report struct {
 
 // Run runs one request: it refuses what cannot be done safely, takes the
 // CPU and the run lock, records into a timeline of its own, and closes it.
+// What it says goes to o without the run ever waiting on it
+// (Output.Detached).
 func Run(req Request, o Output) Report {
+	o, flush := o.Detached()
+	defer flush()
 	var rec *timeline.Recorder
 	open := func() *timeline.Recorder {
 		if req.Timeline == "" && !req.DryRun {
