@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
+	"freeze/internal/guard"
 )
 
 // freeze's words never hold its run up: with stderr a pipe that is full
@@ -88,4 +89,39 @@ func stalledPipe(t *testing.T, path string) *os.File {
 		}
 	}
 	return rd
+}
+
+// Nor do the guard's own lines hold a request up: with the guard's
+// stderr (the journal, under systemd) a full pipe nobody reads, a request
+// through the FIFO still runs to zero and is logged. Before, the guard
+// waited to say "request from" and never ran it.
+func TestAStalledJournalDoesNotHoldTheGuard(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the guard and the chain's pids cgroup")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	rd := stalledPipe(t, filepath.Join(dir, "stderr"))
+	containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{"/bin/sh", "-c", `f=$1; shift; exec "$@" 2>"$f"`, "sh", filepath.Join(dir, "stderr"), bin, "guard", "--run-dir", run}})
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(run, guard.LogName)); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the guard did not start its log in 60 s with its stderr stalled")
+		}
+	}
+	waitLog(t, run, 60*time.Second, func(l logLine) bool { return l.Event == "armed" })
+	chain := treeAtCap(t, 200, 100*time.Millisecond)
+	ask(t, run, "--path "+chain.Path+"\n")
+	req := waitLog(t, run, 120*time.Second, func(l logLine) bool { return l.Event == "request" }).request()
+	if req.Exit != 0 || req.Outcome != "zero" {
+		t.Fatalf("the request ended %d (%s), want 0 (zero)", req.Exit, req.Outcome)
+	}
+	if left := chain.Survivors(); len(left) > 0 {
+		t.Fatalf("the guard logged zero, but %d of the chain are alive", len(left))
+	}
+	go io.Copy(io.Discard, rd)
 }

@@ -46,6 +46,13 @@ func (e *OptionError) Unwrap() error { return e.Err }
 // while keeping the metrics file and the health port, then disarm. An
 // error is one it could not arm with (an *OptionError names the option).
 func Run(opt Options) error {
+	// The guard's own lines (its stderr: the journal) never hold a
+	// request up: under a fork bomb journald is starved like everything
+	// at ordinary priority, its stream fills, and a guard that waited to
+	// say "request from" never ran the request (#34's unanswered one).
+	out, flush := incident.Output{Note: opt.Say, Warn: opt.Say}.Detached()
+	defer flush()
+	opt.Say = out.Note
 	var auto *Auto
 	if opt.AutoN > 0 {
 		var err error

@@ -62,7 +62,7 @@ func (o Output) Detached() (Output, func()) {
 		case <-time.After(detachWait):
 		}
 		if n := dropped.Load(); n > 0 {
-			o.warn("%d lines of progress were not shown: the output was not taking them, and the run did not wait for it; the timeline has every event", n)
+			o.warn("%d lines were not shown: the output was not taking them, and freeze did not wait for it; the record (the timeline, the guard's log) has what they said", n)
 		}
 	}
 	return d, flush
