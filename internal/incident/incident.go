@@ -91,6 +91,10 @@ type Output struct {
 	Progress func(timeline.Event) // each event, as it is recorded
 	Warn     func(string)         // something went wrong and the run carries on
 	Note     func(string)         // something the operator should know
+	// Blocking makes the run wait on each call, as it never does on words
+	// (Detached): for a caller that acts at a step while the run waits
+	// (a test that interrupts it there).
+	Blocking bool
 }
 
 func (o Output) warn(format string, a ...any) {

@@ -174,6 +174,7 @@ func TestSIGINTEndsTheRunBetweenSteps(t *testing.T) {
 	var s said
 	out := s.output()
 	sent, seen := false, make(chan struct{})
+	out.Blocking = true // the run waits at the match step below
 	out.Progress = func(e timeline.Event) {
 		switch {
 		case e.Step == timeline.StepMatch && !sent:

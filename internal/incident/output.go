@@ -27,8 +27,11 @@ const (
 // stopped at "fixed").
 //
 // flush waits at most detachWait for the lines to be written, then says
-// how many were dropped, if any.
+// how many were dropped, if any. A Blocking Output is returned as it is.
 func (o Output) Detached() (Output, func()) {
+	if o.Blocking {
+		return o, func() {}
+	}
 	ch := make(chan func(), detachQueue)
 	done := make(chan struct{})
 	go func() {
