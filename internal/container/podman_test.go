@@ -20,6 +20,7 @@ import (
 	"freeze/internal/guard"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/runlock"
 	"freeze/internal/timeline"
 )
 
@@ -244,32 +245,37 @@ func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
 		// The hold's group, and the group of a hold by --path alone,
 		// which the guard made before it judged per container (left
 		// behind when this test was run against that code).
-		containtest.RemoveGroups(t, freeze.GroupDirs(freeze.GroupName(match.Spec{Targets: []match.Target{tg}, Scope: container.Scope{ID: a.ID}}))...)
-		containtest.RemoveGroups(t, freeze.GroupDirs(freeze.GroupName(match.Spec{Targets: []match.Target{tg}}))...)
+		scoped, bare := freeze.GroupName(match.Spec{Targets: []match.Target{tg}, Scope: container.Scope{ID: a.ID}}), freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
+		containtest.RemoveGroups(t, freeze.GroupDirs(scoped)...)
+		containtest.RemoveGroups(t, freeze.GroupDirs(bare)...)
 		// The guard first, then its log: a second automatic hold it had
 		// queued, ending after the log was read, left its timeline in
-		// /var/tmp/freeze once.
+		// /var/tmp/freeze once. A hold the kill cut short leaves its run
+		// lock (/run/freeze/GROUP.lock, named after this test's chain).
 		g.Kill()
-		for _, e := range guardLog(t, run) {
-			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, timeline.StateDir()+"/") {
-				os.Remove(tl)
+		for _, name := range []string{scoped, bare} {
+			os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
+		}
+		for _, e := range guardRequests(t, run) {
+			if strings.HasPrefix(e.Timeline, timeline.StateDir()+"/") {
+				os.Remove(e.Timeline)
 			}
 		}
 	})
-	var req map[string]any
+	var req *guard.RequestLine
 	for end := time.Now().Add(90 * time.Second); req == nil; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("the guard made no automatic request in 90s:\n%s", g.Stderr())
 		}
-		for _, e := range guardLog(t, run) {
-			if e["event"] == "request" && e["source"] == "auto" && e["outcome"] != nil {
-				req = e
+		for _, e := range guardRequests(t, run) {
+			if e.Source == "auto" && e.Outcome != "" {
+				req = &e
 			}
 		}
 	}
 	want := "--container " + a.ID + " --path " + path + " --uid 0 --hold"
-	if got := fmt.Sprint(req["request"]); got != "["+want+"]" || req["outcome"] != "hold" {
-		t.Fatalf("the automatic request: %v, outcome %v; want [%s], hold\n%s", req["request"], req["outcome"], want, g.Stderr())
+	if got := strings.Join(req.Request, " "); got != want || req.Outcome != "hold" {
+		t.Fatalf("the automatic request: %q, outcome %v; want %q, hold\n%s", req.Request, req.Outcome, want, g.Stderr())
 	}
 	for what, pids := range map[string][]int{"container B's": b.PIDs(), "the host's": decoy.Survivors()} {
 		for _, pid := range pids {
@@ -288,17 +294,18 @@ func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
 	}
 }
 
-// guardLog reads the guard's log.
-func guardLog(t *testing.T, dir string) []map[string]any {
+// guardRequests reads the requests in the guard's log, as the type the
+// guard writes them with.
+func guardRequests(t *testing.T, dir string) []guard.RequestLine {
 	b, err := os.ReadFile(filepath.Join(dir, guard.LogName))
 	if err != nil {
 		return nil
 	}
-	var out []map[string]any
+	var out []guard.RequestLine
 	for _, line := range strings.Split(string(b), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil {
-			out = append(out, m)
+		var r guard.RequestLine
+		if json.Unmarshal([]byte(line), &r) == nil && r.Event == "request" {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -375,9 +382,9 @@ func TestDaemonSetImageContainsAContainersChain(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		for _, e := range guardLog(t, run) {
-			if tl, _ := e["timeline"].(string); strings.HasPrefix(tl, timeline.StateDir()+"/") {
-				os.Remove(tl)
+		for _, e := range guardRequests(t, run) {
+			if strings.HasPrefix(e.Timeline, timeline.StateDir()+"/") {
+				os.Remove(e.Timeline)
 			}
 		}
 	})
@@ -385,8 +392,8 @@ func TestDaemonSetImageContainsAContainersChain(t *testing.T) {
 	code, out := g.Exec("/freeze", "node", "--root", fmt.Sprintf("/proc/%d/root", os.Getpid()), "--", "--run-dir", run, "--container", s.c.ID[:12], "--path", s.path)
 	s.contained(t, code, out, before)
 	var answered bool
-	for _, e := range guardLog(t, run) {
-		answered = answered || e["event"] == "request" && e["source"] == "socket" && e["outcome"] == "zero"
+	for _, e := range guardRequests(t, run) {
+		answered = answered || e.Source == "socket" && e.Outcome == "zero"
 	}
 	if !answered {
 		t.Errorf("the request did not go through the DaemonSet's guard; its output:\n%s", g.Logs())
