@@ -15,6 +15,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
+	"freeze/internal/timeline"
 )
 
 // Two runs against one chain do not fight: while the first is mid-run
@@ -92,8 +93,14 @@ func removeGroupAtCleanup(t *testing.T, path string) {
 	t.Cleanup(func() {
 		containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
 		// A run the test killed leaves its lock file (harmless: the
-		// next run takes it over), named after the test's own chain.
+		// next run takes it over), named after the test's own chain;
+		// a run that chose no timeline (a guard's) left its record in
+		// freeze's state directory, named after it too.
 		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
+		left, _ := filepath.Glob(filepath.Join(timeline.StateDir(), name+"-*.jsonl"))
+		for _, f := range left {
+			os.Remove(f)
+		}
 	})
 }
 

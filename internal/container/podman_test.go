@@ -255,6 +255,10 @@ func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
 		g.Kill()
 		for _, name := range []string{scoped, bare} {
 			os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
+			left, _ := filepath.Glob(filepath.Join(timeline.StateDir(), name+"-*.jsonl"))
+			for _, f := range left {
+				os.Remove(f)
+			}
 		}
 		for _, e := range guardRequests(t, run) {
 			if strings.HasPrefix(e.Timeline, timeline.StateDir()+"/") {
