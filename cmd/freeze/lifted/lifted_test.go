@@ -1,9 +1,14 @@
-package main
+// Package lifted_test is one long test of the freeze command, on its own
+// so that cmd/freeze stays well inside go test's 10 minutes on a slow
+// host: a lifted freeze against a churn of 3,000 (most of its 100 s is
+// the churn growing). It runs the command as built from ../.
+package lifted_test
 
 import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,7 +17,10 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/freeze"
+	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/runlock"
 	"freeze/internal/timeline"
 )
 
@@ -33,7 +41,7 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the lift, and the chain's pids cgroup")
 	}
-	bin := buildFreeze(t)
+	bin := containtest.GoBinary(t, "..", "freeze", "FREEZE_TEST_BIN")
 	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000,
 		Timeout: 3 * time.Minute, Interval: 50 * time.Millisecond})
 	removeGroupAtCleanup(t, chain.Path)
@@ -94,8 +102,10 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	// The postmortem of this real, finished run says it finished, and
 	// how (its last event is the peak memory, recorded after the zero).
 	var md, errs bytes.Buffer
-	if code := run([]string{"timeline", tl}, &md, &errs); code != 0 {
-		t.Fatalf("freeze timeline %s: exit %d\n%s", tl, code, errs.String())
+	render := exec.Command(bin, "timeline", tl)
+	render.Stdout, render.Stderr = &md, &errs
+	if err := render.Run(); err != nil {
+		t.Fatalf("freeze timeline %s: %v\n%s", tl, err, errs.String())
 	}
 	if out := md.String(); !strings.Contains(out, "Zero remain, confirmed") || strings.Contains(out, "stops early") {
 		t.Errorf("the rendered timeline of a finished run does not say it reached zero, or calls it cut:\n%s", out)
@@ -140,4 +150,26 @@ func chartIsTheRunsCounts(t *testing.T, events []timeline.Event, md string) {
 	if !strings.Contains(md, "xychart-beta") || !strings.Contains(md, "    bar ["+strings.Join(bar, ", ")+"]\n") {
 		t.Errorf("the mermaid chart does not plot %v:\n%s", want, md)
 	}
+}
+
+func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
+
+// removeGroupAtCleanup removes, at the end, what a run of freeze on path
+// may leave when the test fails or kills it: its group, its lock, its
+// record in freeze's state directory, all named after the test's own
+// chain (cmd/freeze's helper of the same name).
+func removeGroupAtCleanup(t *testing.T, path string) {
+	tg, err := match.Resolve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
+	t.Cleanup(func() {
+		containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
+		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
+		left, _ := filepath.Glob(filepath.Join(timeline.StateDir(), name+"-*.jsonl"))
+		for _, f := range left {
+			os.Remove(f)
+		}
+	})
 }
