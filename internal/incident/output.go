@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,7 +42,18 @@ func (o Output) Detached() (Output, func()) {
 		}
 	}()
 	var dropped atomic.Int64
+	// A line said after flush (a recorder's writer that outlived its
+	// Close, a guard goroutine still ending) is dropped, never sent on
+	// the closed channel.
+	var mu sync.Mutex
+	closed := false
 	send := func(say func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			dropped.Add(1)
+			return
+		}
 		select {
 		case ch <- say:
 		default:
@@ -59,7 +71,10 @@ func (o Output) Detached() (Output, func()) {
 		d.Note = func(s string) { send(func() { o.Note(s) }) }
 	}
 	flush := func() {
+		mu.Lock()
+		closed = true
 		close(ch)
+		mu.Unlock()
 		select {
 		case <-done:
 		case <-time.After(detachWait):
