@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
-	"freeze/internal/freeze"
 	"freeze/internal/guard"
-	"freeze/internal/match"
-	"freeze/internal/runlock"
+	"freeze/internal/runtest"
 	"freeze/internal/timeline"
 )
 
@@ -73,7 +71,7 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 		if n := c.WaitPopulation(150, 30*time.Second); n != 150 {
 			t.Fatalf("chain reached %d of 150", n)
 		}
-		removeGroupAtCleanup(t, c.Path)
+		runtest.RemoveAtCleanup(t, c.Path)
 		return c
 	}
 	work := t.TempDir()
@@ -187,20 +185,6 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 			t.Errorf("the postmortem lacks %q:\n%s", want, pm)
 		}
 	}
-}
-
-// removeGroupAtCleanup removes, at cleanup, the groups a freeze run may
-// have left for the chain at path, and its lock file.
-func removeGroupAtCleanup(t *testing.T, path string) {
-	tg, err := match.Resolve(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
-	t.Cleanup(func() {
-		containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
-		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
-	})
 }
 
 // startGuard starts 'freeze guard' through the harness and waits until

@@ -13,6 +13,7 @@ import (
 	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/runtest"
 	"freeze/internal/timeline"
 )
 
@@ -42,7 +43,7 @@ func TestBadInput(t *testing.T) {
 	if n := chain.WaitPopulation(50, 30*time.Second); n != 50 {
 		t.Fatalf("chain reached %d of 50", n)
 	}
-	removeGroupAtCleanup(t, chain.Path)
+	runtest.RemoveAtCleanup(t, chain.Path)
 	st, err := os.Stat(chain.Path)
 	if err != nil {
 		t.Fatal(err)

@@ -39,9 +39,6 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	if ws.ExitStatus() != 4 {
 		t.Fatalf("exit %d (signalled %v), want 4:\n%s", ws.ExitStatus(), ws.Signaled(), stderr)
 	}
-	if !strings.Contains(stderr, "interrupted by SIGINT") {
-		t.Fatalf("stderr does not say it was interrupted by SIGINT:\n%s", stderr)
-	}
 	events, err := timeline.ReadFile(tl)
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +61,19 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 	for _, e := range events {
 		steps[e.Step] = e.Msg
 	}
-	if !strings.HasPrefix(steps["signal"], "SIGINT") || !strings.HasPrefix(steps["signal-again"], "SIGTERM") || steps["interrupted"] == "" {
+	// Both signals are queued while freeze is stopped: which of its
+	// threads takes which first is the kernel's and the runtime's choice
+	// (CI saw SIGTERM first once). The first is the interrupt, the second
+	// is recorded and ignored.
+	first, second := "SIGINT", "SIGTERM"
+	if strings.HasPrefix(steps["signal"], "SIGTERM") {
+		first, second = second, first
+	}
+	if !strings.HasPrefix(steps["signal"], first) || !strings.HasPrefix(steps["signal-again"], second) || steps["interrupted"] == "" {
 		t.Fatalf("timeline lacks the signals or the interrupt: signal %q, signal-again %q, interrupted %q", steps["signal"], steps["signal-again"], steps["interrupted"])
+	}
+	if !strings.Contains(stderr, "interrupted by "+first) {
+		t.Fatalf("stderr does not say it was interrupted by %s, the first signal recorded:\n%s", first, stderr)
 	}
 	if m := regexp.MustCompile(`the chain stays frozen in (\S+)`).FindStringSubmatch(stderr); m != nil {
 		b, err := os.ReadFile(filepath.Join(m[1], "cgroup.events"))

@@ -11,11 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
-	"freeze/internal/freeze"
-	"freeze/internal/match"
 	"freeze/internal/proc"
-	"freeze/internal/runlock"
-	"freeze/internal/timeline"
+	"freeze/internal/runtest"
 )
 
 // Two runs against one chain do not fight: while the first is mid-run
@@ -81,29 +78,6 @@ func TestConcurrentRunsAndAStaleLock(t *testing.T) {
 	}
 }
 
-// removeGroupAtCleanup removes, at cleanup, a group that a failed run left
-// for the chain at path. Its members can only be that chain: the group is
-// named after the chain's file, in the test's own temporary directory.
-func removeGroupAtCleanup(t *testing.T, path string) {
-	tg, err := match.Resolve(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
-	t.Cleanup(func() {
-		containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
-		// A run the test killed leaves its lock file (harmless: the
-		// next run takes it over), named after the test's own chain;
-		// a run that chose no timeline (a guard's) left its record in
-		// freeze's state directory, named after it too.
-		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
-		left, _ := filepath.Glob(filepath.Join(timeline.StateDir(), name+"-*.jsonl"))
-		for _, f := range left {
-			os.Remove(f)
-		}
-	})
-}
-
 // treeAtCap starts a tree chain through the harness, capped at cap (a
 // literal at the caller) and forking every interval, waits until it
 // fills its cap, and removes at cleanup the group a freeze run may have
@@ -114,6 +88,6 @@ func treeAtCap(t *testing.T, cap int, interval time.Duration) *containtest.Chain
 	if n := c.WaitPopulation(cap, 30*time.Second); n != cap {
 		t.Fatalf("chain reached %d of %d", n, cap)
 	}
-	removeGroupAtCleanup(t, c.Path)
+	runtest.RemoveAtCleanup(t, c.Path)
 	return c
 }

@@ -282,7 +282,8 @@ Options:
                            itself (to write its report), before its tree
                            is torn down (default 10s, timeout -k's grace)
         --wait-delay D     after CMD exits (or is signalled), how long its
-                           descendants get to exit by themselves (default 1s)
+                           descendants get to exit by themselves (default
+                           1s); a signal to freeze ends the wait at once
         --junit FILE       also write the run as JUnit XML: a failing test
                            case per leftover (with who started it) and per
                            cap hit, a passing one when clean (GitLab CI's

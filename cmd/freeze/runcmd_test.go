@@ -246,6 +246,118 @@ func TestRunSIGTERMLeavesNothing(t *testing.T) {
 	}
 }
 
+// A SIGTERM that reaches freeze run the moment its command exists, while
+// freeze is still starting it, is passed on like any other: nothing is
+// left. freeze caught signals only once it waited for the command, and a
+// SIGTERM before that killed freeze and left the command running (CI,
+// kernel matrix, 6.12: TestRunSIGTERMLeavesNothing, "alive after SIGTERM
+// to freeze run (exit -1)"). Here the test sends it as soon as freeze
+// has a child, which is inside that window every time.
+func TestRunSIGTERMAtTheCommandsStartLeavesNothing(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	state := filepath.Join(dir, "state")
+	for i := 0; i < 3; i++ {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 60 * time.Second,
+			Command: []string{bin, "run", "--wait-delay", "500ms", "--state-dir", state, "--", sleep, "60"}})
+		child := firstChild(t, c.Leader, 20*time.Second)
+		if err := syscall.Kill(c.Leader, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		ws, ok := c.Exit(30 * time.Second)
+		if !ok {
+			t.Fatalf("freeze run did not end on SIGTERM; stderr:\n%s", c.Stderr())
+		}
+		// Left behind, the child execs the sleep and lives 60 s.
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if st, err := proc.Default.ReadStat(child); err == nil && !st.Zombie() {
+				exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", child))
+				t.Fatalf("repetition %d: freeze run's child %d (%s) alive after freeze exited (status %v) on a SIGTERM sent as it started the command; stderr:\n%s",
+					i, child, exe, ws, c.Stderr())
+			}
+		}
+		if left := running(t, sleep); len(left) > 0 {
+			t.Fatalf("repetition %d: alive after SIGTERM to freeze run: %v", i, left)
+		}
+		// The state file names the run's groups: it goes with them.
+		if files, _ := filepath.Glob(filepath.Join(state, "runs", "*.json")); len(files) > 0 {
+			t.Fatalf("repetition %d: state left after SIGTERM to freeze run: %v", i, files)
+		}
+	}
+}
+
+// A SIGTERM while the command's descendants have their grace (the
+// command exited, --wait-delay not over) ends the grace: freeze run tears
+// down at once, records the signal, and leaves nothing. Before, it
+// killed freeze there and left the descendant; then, caught for the
+// whole run, it was ignored until the grace (60 s here) was over.
+func TestRunSIGTERMDuringTheGraceEndsIt(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	tl := filepath.Join(dir, "run.jsonl")
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 120 * time.Second,
+		Command: []string{bin, "run", "--wait-delay", "60s", "-t", tl, "--", "/bin/sh", "-c", sleep + " 60 & echo started"}})
+	waitRunning(t, sleep, 1)
+	// In the grace once freeze has recorded the shell's exit: a SIGTERM
+	// before that is passed on to the command's group, as it should be,
+	// and then there is no grace to end (seen in the kernel matrix when
+	// the test looked only for the shell to be gone).
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		events, err := timeline.ReadFile(tl)
+		if err == nil && slices.ContainsFunc(events, func(e timeline.Event) bool { return e.Step == timeline.StepRunExit }) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("freeze run recorded no exit of its command in 20 s (%v); stderr:\n%s", err, c.Stderr())
+		}
+	}
+	if err := syscall.Kill(c.Leader, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ws, ok := c.Exit(30 * time.Second)
+	if !ok {
+		t.Fatalf("freeze run did not end within 30 s of a SIGTERM in its 60 s grace; stderr:\n%s", c.Stderr())
+	}
+	if !ws.Exited() {
+		t.Fatalf("freeze run was killed (%v), not ended by its teardown; stderr:\n%s", ws, c.Stderr())
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("alive after SIGTERM in the grace: %v", left)
+	}
+	events, err := timeline.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(events, func(e timeline.Event) bool { return e.Step == timeline.StepSignal }) {
+		t.Errorf("no %q event in the run's timeline", timeline.StepSignal)
+	}
+}
+
+// firstChild returns the first child of pid's threads to appear, looking
+// as fast as it can.
+func firstChild(t *testing.T, pid int, within time.Duration) int {
+	t.Helper()
+	for end := time.Now().Add(within); time.Now().Before(end); {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				n, err := strconv.Atoi(f[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatalf("process %d started no child in %v", pid, within)
+	return 0
+}
+
 func waitRunning(t *testing.T, path string, n int) {
 	t.Helper()
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -310,7 +422,10 @@ func TestGuardReapsAKilledRun(t *testing.T) {
 // waits for its command's descendants, the outer's teardown ends the
 // inner run and all it holds. On b2ed0a1 the inner's group for the
 // teardown sat at the v2 root, outside the outer's: the sleep outlived
-// both, and the outer's pids group could not be removed.
+// both, and the outer's pids group could not be removed. The inner runs
+// in a session of its own, so the outer's SIGTERM (to its command's
+// process group) does not reach it: an inner run that got it would tear
+// its own groups down, and the outer's teardown would prove nothing.
 func TestRunNestedInsideAnotherRun(t *testing.T) {
 	nestsInHarness(t)
 	bin := buildFreeze(t)
@@ -321,8 +436,8 @@ func TestRunNestedInsideAnotherRun(t *testing.T) {
 	// the outer's timeout ends it: in a VM of the kernel matrix under
 	// emulation, on a slow host, 3 s were not enough (no state to reap).
 	c, code := runUnder(t, []string{bin, "run", "--timeout", "15s", "--wait-delay", "200ms", "--report", report, "-t", filepath.Join(dir, "outer.jsonl"),
-		"--", bin, "run", "--wait-delay", "60s", "--state-dir", innerState, "-t", filepath.Join(dir, "inner.jsonl"),
-		"--", "/bin/sh", "-c", sleep + " 60 & echo started"}, 60*time.Second)
+		"--", "/bin/sh", "-c", "setsid " + bin + " run --wait-delay 60s --state-dir " + innerState + " -t " + filepath.Join(dir, "inner.jsonl") +
+			" -- /bin/sh -c '" + sleep + " 60 & echo started' & wait"}, 60*time.Second)
 	var r contain.ReportJSON
 	b, err := os.ReadFile(report)
 	if err == nil {

@@ -97,7 +97,8 @@ type Report struct {
 // command runs, to see the group as the cap first fires.
 const capLookEvery = 100 * time.Millisecond
 
-// capWatch takes one look at the group when the cap first refuses a fork.
+// capWatch takes one look at the group when the cap first refuses a fork
+// and the group lists a process.
 type capWatch struct {
 	held []string
 	done bool
@@ -107,8 +108,16 @@ func (w *capWatch) look(cp *capped) {
 	if w.done || cp.refused() == 0 {
 		return
 	}
-	w.done = true
 	pids, _ := cp.members()
+	if len(pids) == 0 {
+		// A group at its cap may hold only zombies for a moment (its
+		// forkers exited, freeze has not reaped them yet): the pids
+		// still count, and cgroup.procs lists none of them. Seen on
+		// 6.1 under TCG: the one look named nothing. The next look
+		// names what the cap holds.
+		return
+	}
+	w.done = true
 	by := map[string]int{}
 	for _, pid := range pids {
 		exe, _ := os.Readlink(pidDir(pid) + "/exe")
@@ -157,6 +166,15 @@ func run(c Config) (Report, error) {
 	if len(c.Command) == 0 {
 		return rep, errors.New("no command")
 	}
+	// Signals are caught before anything is made: one that came after
+	// the command's start and before the wait killed freeze (Go's default
+	// for SIGTERM) and left the command running and the groups in place
+	// (CI, kernel matrix, 6.12). One caught now is passed on to the
+	// command's group as soon as there is one, and the run ends as any
+	// signalled run does.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return rep, fmt.Errorf("PR_SET_CHILD_SUBREAPER: %w", err)
 	}
@@ -186,10 +204,10 @@ func run(c Config) (Report, error) {
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()
 	var atCap capWatch
-	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r, func() { atCap.look(cp) })
+	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r, sigs, func() { atCap.look(cp) })
 	atCap.look(cp) // a command that exited at once: its tree is still there
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
-	settle(c, cp)
+	settle(c, cp, sigs)
 	atCap.look(cp)
 	rep.AtCap = atCap.held
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut, lin)
@@ -269,14 +287,11 @@ func start(c Config, cp *capped) (*exec.Cmd, error) {
 }
 
 // wait waits for the command to exit, the timeout, or a signal to
-// freeze, which is passed on to the command's process group as a shell
-// would. It returns the command's status (-1 if it did not exit).
-func wait(c Config, pid int, r *reaper, every func()) (status int, signaled string, timedOut bool) {
+// freeze on sigs, which is passed on to the command's process group as a
+// shell would. It returns the command's status (-1 if it did not exit).
+func wait(c Config, pid int, r *reaper, sigs <-chan os.Signal, every func()) (status int, signaled string, timedOut bool) {
 	tick := time.NewTicker(capLookEvery)
 	defer tick.Stop()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	var timeout <-chan time.Time
 	if c.Timeout > 0 {
 		t := time.NewTimer(c.Timeout)
@@ -324,11 +339,19 @@ func statusOf(ws unix.WaitStatus) int {
 }
 
 // settle gives the command's descendants WaitDelay to exit by
-// themselves once the command has.
-func settle(c Config, cp *capped) {
+// themselves once the command has. A signal to freeze meanwhile ends the
+// grace: the teardown follows at once.
+func settle(c Config, cp *capped, sigs <-chan os.Signal) {
 	for end := time.Now().Add(c.WaitDelay); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if n, _ := live(cp); n == 0 {
 			return
+		}
+		select {
+		case s := <-sigs:
+			name := unix.SignalName(s.(syscall.Signal))
+			c.Rec.RecordOf(timeline.StageNone, timeline.StepSignal, name+" while the command's descendants had their grace: tearing down now", timeline.SignalCaught{Signal: name})
+			return
+		default:
 		}
 	}
 }

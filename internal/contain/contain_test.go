@@ -94,3 +94,27 @@ func TestOnlyAMemberOnceItIsPinnedIsSignalled(t *testing.T) {
 		t.Fatalf("pid %d was signalled though the group does not list it", by.PID)
 	}
 }
+
+// The look at the cap names what the group held; a look that finds the
+// group at its cap listing nobody (only zombies, which cgroup.procs does
+// not list) names nothing and leaves the naming to the next look.
+func TestTheCapsLookWaitsForAGroupThatListsAProcess(t *testing.T) {
+	cp := groupListing(t)
+	if err := os.WriteFile(filepath.Join(cp.pids, "pids.events"), []byte("max 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var w capWatch
+	w.look(cp)
+	if len(w.held) != 0 {
+		t.Fatalf("a group that lists nobody held %v", w.held)
+	}
+	by := bystander(t)
+	if err := os.WriteFile(filepath.Join(cp.pids, "cgroup.procs"), []byte(strconv.Itoa(by.PID)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.look(cp)
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(by.PID) + "/exe")
+	if want := "1 x " + exe; len(w.held) != 1 || w.held[0] != want || exe == "" {
+		t.Fatalf("the look after the group listed its process held %q, want [%q]", w.held, want)
+	}
+}

@@ -20,7 +20,7 @@ import (
 	"freeze/internal/guard"
 	"freeze/internal/match"
 	"freeze/internal/proc"
-	"freeze/internal/runlock"
+	"freeze/internal/runtest"
 	"freeze/internal/timeline"
 )
 
@@ -246,20 +246,13 @@ func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
 		// which the guard made before it judged per container (left
 		// behind when this test was run against that code).
 		scoped, bare := freeze.GroupName(match.Spec{Targets: []match.Target{tg}, Scope: container.Scope{ID: a.ID}}), freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
-		containtest.RemoveGroups(t, freeze.GroupDirs(scoped)...)
-		containtest.RemoveGroups(t, freeze.GroupDirs(bare)...)
 		// The guard first, then its log: a second automatic hold it had
 		// queued, ending after the log was read, left its timeline in
 		// /var/tmp/freeze once. A hold the kill cut short leaves its run
 		// lock (/run/freeze/GROUP.lock, named after this test's chain).
 		g.Kill()
-		for _, name := range []string{scoped, bare} {
-			os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
-			left, _ := filepath.Glob(filepath.Join(timeline.StateDir(), name+"-*.jsonl"))
-			for _, f := range left {
-				os.Remove(f)
-			}
-		}
+		runtest.Remove(t, scoped)
+		runtest.Remove(t, bare)
 		for _, e := range guardRequests(t, run) {
 			if strings.HasPrefix(e.Timeline, timeline.StateDir()+"/") {
 				os.Remove(e.Timeline)

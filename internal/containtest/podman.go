@@ -240,6 +240,15 @@ func (p *Podman) Run(s ContainerSpec) *Container {
 		p.t.Errorf("container %s: harness timeout %v: killing it", c.ID[:12], s.Timeout)
 		c.kill()
 	})
+	// Its processes go at the cleanup of the test, before the
+	// directories the test made before it: the Podman's own cleanup
+	// comes after those, and a guard in a container that still ran wrote
+	// its metrics file into a TempDir that was being removed ("directory
+	// not empty").
+	p.t.Cleanup(func() {
+		c.timer.Stop()
+		c.kill()
+	})
 	for end := time.Now().Add(30 * time.Second); len(c.PIDs()) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
 			p.t.Fatalf("container %s: no process in its cgroup %s after 30s", id[:12], c.Group)

@@ -275,7 +275,8 @@ var required = map[string][]string{
 		"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/btrfs/bpf", "TestHoldThenRunReusesOneGroup/bpf"},
 	// freeze run on cgroup v2 (the fork bomb's test checks the kind).
 	"run-v2": {"TestRunLeavesNothingOfASessionEscape", "TestRunNamesALeftoversPort", "TestRunCapStopsAForkBomb",
-		"TestRunPassesTheStatusThrough", "TestRunSIGTERMLeavesNothing", "TestRunReapEndsWhatAKilledRunLeft", "TestRunNestedInsideAnotherRun"},
+		"TestRunPassesTheStatusThrough", "TestRunSIGTERMLeavesNothing", "TestRunSIGTERMAtTheCommandsStartLeavesNothing",
+		"TestRunReapEndsWhatAKilledRunLeft", "TestRunNestedInsideAnotherRun"},
 }
 
 // systemdSteps are the systemd suite's steps.

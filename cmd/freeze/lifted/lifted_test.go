@@ -17,10 +17,8 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
-	"freeze/internal/freeze"
-	"freeze/internal/match"
 	"freeze/internal/proc"
-	"freeze/internal/runlock"
+	"freeze/internal/runtest"
 	"freeze/internal/timeline"
 )
 
@@ -44,7 +42,7 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	bin := containtest.GoBinary(t, "..", "freeze", "FREEZE_TEST_BIN")
 	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000,
 		Timeout: 3 * time.Minute, Interval: 50 * time.Millisecond})
-	removeGroupAtCleanup(t, chain.Path)
+	runtest.RemoveAtCleanup(t, chain.Path)
 	tl := filepath.Join(t.TempDir(), "lifted.jsonl")
 	// Set up while the chain is small (held at its gate), let go at 2,500.
 	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 4 * time.Minute, Lifted: true, Held: true,
@@ -153,23 +151,3 @@ func chartIsTheRunsCounts(t *testing.T, events []timeline.Event, md string) {
 }
 
 func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
-
-// removeGroupAtCleanup removes, at the end, what a run of freeze on path
-// may leave when the test fails or kills it: its group, its lock, its
-// record in freeze's state directory, all named after the test's own
-// chain (cmd/freeze's helper of the same name).
-func removeGroupAtCleanup(t *testing.T, path string) {
-	tg, err := match.Resolve(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := freeze.GroupName(match.Spec{Targets: []match.Target{tg}})
-	t.Cleanup(func() {
-		containtest.RemoveGroups(t, freeze.GroupDirs(name)...)
-		os.Remove(filepath.Join(runlock.Dir(), name+".lock"))
-		left, _ := filepath.Glob(filepath.Join(timeline.StateDir(), name+"-*.jsonl"))
-		for _, f := range left {
-			os.Remove(f)
-		}
-	})
-}

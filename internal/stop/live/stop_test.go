@@ -74,7 +74,8 @@ func config(t *testing.T, m freeze.Method, paths ...string) stop.Config {
 	// cannot be inspected, which would refuse the run.
 	// 600 s: a bound, not a speed. On the newest kernel of the matrix,
 	// emulated, a killed chain of 1,500 took up to 226 s to die (one
-	// round waiting through a trickle of deaths), near the 300 s this was.
+	// round waiting through a trickle of deaths), near the 300 s this was;
+	// 29 s once the rounds waited on pidfds, not by reading /proc.
 	return stop.Config{FS: proc.Default, Spec: spec, Method: m, Rounds: 20, Timeout: 600 * time.Second, RoundWait: 3 * time.Second, Force: os.Geteuid() != 0}
 }
 
