@@ -6,27 +6,76 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/containerd/cgroups/v3"
-	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/match"
 	"freeze/internal/proc"
 )
 
-// cgroup2Group is a v2 group frozen before anything is moved in: a process
-// written to its cgroup.procs is frozen on arrival, and everything it had
-// started is born in its cgroup, so nothing escapes (cgroup-v2.rst,
-// "Core Interface Files", cgroup.freeze).
+// cgroup2Group freezes the chain in place, where it runs: every member
+// stays charged to every limit it was under (a unit's TasksMax, a
+// container's pids, memory and CPU limits, freeze run's own cap) for the
+// whole run. A move takes a process's pids charge with it
+// (cgroup-v2.rst, "PID"; KERNEL.md, measured): moving a member of a
+// group at its pids.max out of that group frees a slot, and a chain at
+// its cap refills it at once (on Debian's 7.2 a drill capped at 300 grew
+// to 1,157 while the old top-level group took its members one by one).
+//
+// For each group the chain occupies (a place), one of two:
+//   - in place: the group holds nothing but the chain (a container, a
+//     pod, a freeze run, a drill), so the group itself is frozen: one
+//     write, nothing moves. An empty child named after the run marks it
+//     as freeze's, so a later run (after --hold) finds and finishes it;
+//   - nested: the group holds other processes too (a unit's main
+//     process), so a child named after the run is made inside it, frozen
+//     before anything moves in (a process arrives frozen, and what it
+//     starts is born there), with pids.max 0 where the controller
+//     reaches it. A move to a child keeps the charge in every ancestor.
+//
+// The hierarchy's root caps nothing and cannot be frozen: a chain there
+// is nested in a group at the top, as before. A group that someone
+// other than root may write (a delegated subtree: systemd's user@.service
+// hands one to each user) is never used: its owner could thaw it or move
+// the chain out of it; the chain is nested at the top instead, and the
+// timeline says which limit that loosened.
 type cgroup2Group struct {
 	fs     proc.FS
-	m      *cgroup2.Manager
-	dir    string
+	mount  string // the v2 hierarchy's mount (a fixture tree in tests)
+	name   string // the run's group name: the nested group's and the marker's
+	places map[string]*place
+	order  []string // places' groups, in the order they were placed
 	reused bool
 	notes  []string
+	placed []Placement // placements not yet reported (Grow's round)
+	// trust is the one uid that may write a group freeze uses: freeze's
+	// own (root). mkdir and rmdir make and remove a group (the kernel
+	// fills and empties it; a test's fixture tree does it by hand).
+	trust uint32
+	mkdir func(path string) error
+	rmdir func(path string) error
+}
+
+// place is one group the chain occupies and how it was frozen.
+type place struct {
+	group   string // the occupied group's directory
+	frozen  string // the directory frozen: group (in place) or group/name
+	inPlace bool
+	restore string // in place: what group's cgroup.freeze held before ("0" or "1")
+}
+
+// A Placement is where a round froze a group the chain occupies, and why
+// there: the timeline's record of the choice.
+type Placement struct {
+	Group   string // the chain's own group
+	Frozen  string // what was frozen: Group itself, or a group inside it
+	InPlace bool
+	Why     string
 }
 
 // Cgroup2Mount returns the cgroup v2 mount: /sys/fs/cgroup on a unified
@@ -46,65 +95,280 @@ func openCgroup2(fs proc.FS, name string) (Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A top-level group: moving a process in needs write access to the
-	// common ancestor's cgroup.procs, and the root is every process's
-	// ancestor. That takes root (or delegation of the root, which no
-	// distribution gives).
+	// Moving a process needs write access to the common ancestor's
+	// cgroup.procs; freezing a group, to its cgroup.freeze: root.
 	if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoCgroup, err)
 	}
 	if unix.Access(filepath.Join(mount, "cgroup.procs"), unix.W_OK) != nil {
 		return nil, fmt.Errorf("%w: cannot write %s (not root)", ErrNoCgroup, filepath.Join(mount, "cgroup.procs"))
 	}
-	dir := filepath.Join(mount, name)
-	g := &cgroup2Group{fs: fs, dir: dir}
-	if _, err := os.Stat(dir); err == nil {
-		g.reused = true
+	if !freezeSupported() {
+		return nil, fmt.Errorf("%w: cgroup v2 has no cgroup.freeze before Linux 5.2", ErrNoCgroup)
 	}
-	g.m, err = cgroup2.NewManager(mount, "/"+name, &cgroup2.Resources{})
-	if err != nil {
-		return nil, fmt.Errorf("%w: create %s: %v", ErrNoCgroup, dir, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err != nil {
-		g.m.Delete()
-		return nil, fmt.Errorf("%w: %s has no cgroup.freeze (kernel before 5.2)", ErrNoCgroup, dir)
-	}
-	// Freeze first, then move: a process arrives frozen.
-	if err := g.m.Freeze(); err != nil {
-		if !g.reused {
-			g.m.Delete()
+	return openCgroup2At(fs, mount, name)
+}
+
+// openCgroup2At opens the set for name in the v2 hierarchy at mount,
+// taking over what an earlier --hold or interrupted run left: every
+// group named name (nested, or the mark of a group frozen in place).
+func openCgroup2At(fs proc.FS, mount, name string) (*cgroup2Group, error) {
+	g := &cgroup2Group{fs: fs, mount: mount, name: name, places: map[string]*place{},
+		trust: uint32(os.Geteuid()), mkdir: func(p string) error { return unix.Mkdir(p, 0o755) }, rmdir: unix.Rmdir}
+	for _, d := range findNamed(mount, name) {
+		parent := filepath.Dir(d)
+		if parent != mount && isEmpty(d) && readTrim(filepath.Join(parent, "cgroup.freeze")) == "1" {
+			// A mark: its parent was frozen in place. Once the chain is
+			// gone it is thawed (the mark says freeze froze it).
+			g.add(&place{group: parent, frozen: parent, inPlace: true, restore: "0"})
+			continue
 		}
-		return nil, fmt.Errorf("%w: freeze %s: %v", ErrNoCgroup, dir, err)
+		// A nested group: frozen again, as a run that reuses it expects.
+		if err := writeFile(filepath.Join(d, "cgroup.freeze"), "1"); err != nil {
+			return nil, fmt.Errorf("%w: freeze %s: %v", ErrNoCgroup, d, err)
+		}
+		g.add(&place{group: parent, frozen: d})
 	}
-	// Where the pids controller reaches the group, a cap of zero stops
-	// forks even of a task caught mid-fork (systemd does the same before
-	// a unit's final kill).
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte("0"), 0); err == nil {
-		g.notes = append(g.notes, "pids.max set to 0")
-	} else {
-		g.notes = append(g.notes, "pids.max not set: the pids controller is not enabled for this group")
-	}
+	g.reused = len(g.places) > 0
+	g.notes = append(g.notes, "frozen in place: each group the chain occupies is frozen where it is (or a group nested in it), so every limit the chain is under keeps holding")
 	return g, nil
 }
 
+// freezeSupported: cgroup.freeze came with Linux 5.2.
+func freezeSupported() bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return true
+	}
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	return major > 5 || major == 5 && minor >= 2
+}
+
+func (g *cgroup2Group) add(p *place) {
+	if _, ok := g.places[p.group]; ok {
+		return
+	}
+	g.places[p.group] = p
+	g.order = append(g.order, p.group)
+}
+
 func (g *cgroup2Group) Method() Method       { return Cgroup2 }
-func (g *cgroup2Group) Where() string        { return g.dir }
 func (g *cgroup2Group) Freezes() bool        { return true }
 func (g *cgroup2Group) Holds() bool          { return true }
 func (g *cgroup2Group) StopFirst() bool      { return true }
 func (g *cgroup2Group) KillReachesAll() bool { return true }
-func (g *cgroup2Group) ThawHint() string {
-	return fmt.Sprintf("echo 0 > %s/cgroup.freeze  (then, once it is empty: rmdir %s)", g.dir, g.dir)
-}
-func (g *cgroup2Group) Reused() bool    { return g.reused }
-func (g *cgroup2Group) Notes() []string { return g.notes }
+func (g *cgroup2Group) Reused() bool         { return g.reused }
+func (g *cgroup2Group) Notes() []string      { return g.notes }
 
 func (g *cgroup2Group) Terms() (string, string) { return cgroupTerms() }
 
-func (g *cgroup2Group) Snapshot() (func(match.Proc) bool, error) { return members(g.dir) }
+// Where names the first frozen directory, and how many more there are;
+// before anything is placed, where the places will be.
+func (g *cgroup2Group) Where() string {
+	switch len(g.order) {
+	case 0:
+		return g.mount + " (in place, in each group the chain occupies)"
+	case 1:
+		return g.places[g.order[0]].frozen
+	}
+	return fmt.Sprintf("%s (and %d more groups)", g.places[g.order[0]].frozen, len(g.order)-1)
+}
 
+func (g *cgroup2Group) ThawHint() string {
+	var hs []string
+	for _, k := range g.order {
+		p := g.places[k]
+		if p.inPlace {
+			hs = append(hs, fmt.Sprintf("echo 0 > %s/cgroup.freeze; rmdir %s", p.frozen, filepath.Join(p.group, g.name)))
+		} else {
+			hs = append(hs, fmt.Sprintf("echo 0 > %s/cgroup.freeze  (then, once it is empty: rmdir %s)", p.frozen, p.frozen))
+		}
+	}
+	if len(hs) == 0 {
+		return "nothing to thaw: nothing was frozen"
+	}
+	return strings.Join(hs, "; ")
+}
+
+// Placements returns the places made since the last call: Grow reports
+// them with its round.
+func (g *cgroup2Group) Placements() []Placement {
+	p := g.placed
+	g.placed = nil
+	return p
+}
+
+// Place freezes each group that res's live matches occupy and that is
+// not frozen yet, in place or nested (see cgroup2Group). It runs before
+// the round's snapshot, so what a group frozen in place holds is inside
+// the set, and nothing of it moves.
+func (g *cgroup2Group) Place(res match.Result) error {
+	chain := map[int]bool{}
+	for _, p := range res.Procs {
+		chain[p.PID] = true
+	}
+	occupied := map[string]bool{}
+	for _, p := range res.Procs {
+		rel, err := g.fs.CgroupV2(p.PID)
+		if err != nil {
+			continue // gone: the round counts it
+		}
+		occupied[rel] = true
+	}
+	rels := make([]string, 0, len(occupied))
+	for rel := range occupied {
+		rels = append(rels, rel)
+	}
+	sort.Strings(rels)
+	for _, rel := range rels {
+		if _, err := g.placeFor(rel, chain); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeFor returns the place of the group rel (as /proc/PID/cgroup
+// names it), freezing it first if it is new: in place where it holds
+// nothing but the chain (chain nil: never), else nested in it.
+func (g *cgroup2Group) placeFor(rel string, chain map[int]bool) (*place, error) {
+	dir, ok := g.resolve(rel)
+	if !ok {
+		return g.atTop(rel, "its group "+strconv.Quote(rel)+" is outside freeze's view of the hierarchy")
+	}
+	if p := g.placeOf(dir); p != nil {
+		return p, nil
+	}
+	if dir == g.mount {
+		return g.atTop(rel, "")
+	}
+	if who := writers(g.mount, dir, g.trust); who != "" {
+		return g.atTop(rel, who)
+	}
+	if why, ok := onlyChain(g.fs, dir, g.name, chain); ok {
+		return g.inPlace(dir, why)
+	}
+	return g.nest(dir, "", chainless(dir))
+}
+
+// resolve turns a group as /proc/PID/cgroup names it into a directory
+// under the mount; false for one outside freeze's cgroup namespace.
+func (g *cgroup2Group) resolve(rel string) (string, bool) {
+	if !strings.HasPrefix(rel, "/") || strings.Contains(rel, "/..") || strings.HasSuffix(rel, " (deleted)") {
+		return "", false
+	}
+	return filepath.Join(g.mount, rel), true
+}
+
+// placeOf is the place dir belongs to: the group of a place, its frozen
+// directory, or any group below a frozen directory.
+func (g *cgroup2Group) placeOf(dir string) *place {
+	if p, ok := g.places[dir]; ok {
+		return p
+	}
+	for _, k := range g.order {
+		p := g.places[k]
+		if dir == p.frozen || strings.HasPrefix(dir, p.frozen+"/") {
+			return p
+		}
+	}
+	return nil
+}
+
+// atTop nests the chain of rel in a group at the hierarchy's top: for
+// the root group (no limit there to keep) and where the chain's own
+// group cannot be used (why says which limit that loosens).
+func (g *cgroup2Group) atTop(rel, why string) (*place, error) {
+	if p, ok := g.places[g.mount]; ok {
+		return p, nil
+	}
+	if why == "" {
+		return g.nest(g.mount, rel, "the chain runs in the hierarchy's root group, which no limit covers")
+	}
+	return g.nest(g.mount, rel, "a group at the top: "+why+"; a limit on "+rel+" no longer counts what moves out of it")
+}
+
+// inPlace freezes dir itself and marks it with an empty child named
+// after the run.
+func (g *cgroup2Group) inPlace(dir, why string) (*place, error) {
+	was := readTrim(filepath.Join(dir, "cgroup.freeze"))
+	if was != "0" && was != "1" {
+		return g.nest(dir, "", "it has no cgroup.freeze to freeze in place")
+	}
+	mark := filepath.Join(dir, g.name)
+	if err := g.mkdir(mark); err != nil && !errors.Is(err, unix.EEXIST) {
+		return g.nest(dir, "", fmt.Sprintf("no mark can be made in it (%v)", err))
+	}
+	if err := writeFile(filepath.Join(dir, "cgroup.freeze"), "1"); err != nil {
+		g.rmdir(mark)
+		return nil, fmt.Errorf("freeze %s in place: %w", dir, err)
+	}
+	p := &place{group: dir, frozen: dir, inPlace: true, restore: was}
+	g.add(p)
+	g.placed = append(g.placed, Placement{Group: dir, Frozen: dir, InPlace: true, Why: why})
+	return p, nil
+}
+
+// nest makes (or reuses) dir/name, frozen before anything moves in, and
+// caps it at zero where the pids controller reaches it.
+func (g *cgroup2Group) nest(dir, rel, why string) (*place, error) {
+	frozen := filepath.Join(dir, g.name)
+	if err := g.mkdir(frozen); err != nil && !errors.Is(err, unix.EEXIST) {
+		if dir != g.mount {
+			return g.atTop(rel, fmt.Sprintf("no group can be made in %s (%v)", dir, err))
+		}
+		return nil, fmt.Errorf("%w: create %s: %v", ErrNoCgroup, frozen, err)
+	}
+	if err := writeFile(filepath.Join(frozen, "cgroup.freeze"), "1"); err != nil {
+		g.rmdir(frozen)
+		return nil, fmt.Errorf("%w: freeze %s: %v", ErrNoCgroup, frozen, err)
+	}
+	// Where the pids controller reaches the group, a cap of zero stops
+	// forks even of a task caught mid-fork (systemd does the same before
+	// a unit's final kill).
+	capped := writeFile(filepath.Join(frozen, "pids.max"), "0") == nil
+	if capped {
+		why += "; pids.max 0 in it"
+	}
+	p := &place{group: dir, frozen: frozen}
+	g.add(p)
+	g.placed = append(g.placed, Placement{Group: dir, Frozen: frozen, Why: why})
+	return p, nil
+}
+
+func (g *cgroup2Group) Snapshot() (func(match.Proc) bool, error) {
+	in := map[int]bool{}
+	for _, k := range g.order {
+		pids, err := readPids(filepath.Join(g.places[k].frozen, "cgroup.procs"))
+		if err != nil {
+			return nil, err
+		}
+		for pid := range pids {
+			in[pid] = true
+		}
+	}
+	return func(p match.Proc) bool { return in[p.PID] }, nil
+}
+
+// Move puts one pinned process into the frozen group of its own group's
+// place (made now if its group is new to the run: nested, since nothing
+// says what else that group holds).
 func (g *cgroup2Group) Move(h *proc.Handle) error {
-	err := g.m.AddProc(uint64(h.PID))
+	rel, err := g.fs.CgroupV2(h.PID)
+	if err != nil {
+		return err
+	}
+	p, err := g.placeFor(rel, nil)
+	if err != nil {
+		return err
+	}
+	if p.inPlace {
+		return nil // frozen where it is
+	}
+	// One pid a write (KERNEL.md); the newline is stripped by the
+	// kernel, and keeps a fixture tree's file readable.
+	err = appendFile(filepath.Join(p.frozen, "cgroup.procs"), strconv.Itoa(h.PID)+"\n")
 	if errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("pid %d: %w", h.PID, proc.ErrGone)
 	}
@@ -112,25 +376,208 @@ func (g *cgroup2Group) Move(h *proc.Handle) error {
 }
 
 func (g *cgroup2Group) WaitFrozen(deadline time.Time) error {
-	return poll(deadline, func() (bool, error) {
-		ev, err := events(g.dir)
-		return ev["frozen"] == 1 || ev["populated"] == 0, err
-	})
+	for _, k := range g.order {
+		dir := g.places[k].frozen
+		err := poll(deadline, func() (bool, error) {
+			ev, err := events(dir)
+			return ev["frozen"] == 1 || ev["populated"] == 0, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// Kill writes cgroup.kill (Linux 5.14) itself rather than through the
-// library, whose fallback logs to stderr. The caller falls back to
-// signals by pidfd when this fails.
+// Kill writes cgroup.kill (Linux 5.14) of every frozen directory. The
+// caller falls back to signals by pidfd when this fails.
 func (g *cgroup2Group) Kill() error {
-	return os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0)
+	var errs []error
+	for _, k := range g.order {
+		if err := writeFile(filepath.Join(g.places[k].frozen, "cgroup.kill"), "1"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (g *cgroup2Group) Populated() (bool, error) {
-	ev, err := events(g.dir)
-	return ev["populated"] == 1, err
+	for _, k := range g.order {
+		ev, err := events(g.places[k].frozen)
+		if err != nil {
+			return false, err
+		}
+		if ev["populated"] == 1 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
-func (g *cgroup2Group) Remove() error { return g.m.Delete() }
+// Remove undoes every place once it is empty: a nested group is
+// removed, a group frozen in place gets back the cgroup.freeze it had
+// and loses its mark. A place that still holds a process stays frozen,
+// and Remove says which.
+func (g *cgroup2Group) Remove() error {
+	var errs []error
+	for i := len(g.order) - 1; i >= 0; i-- {
+		p := g.places[g.order[i]]
+		if !p.inPlace {
+			if err := g.rmdir(p.frozen); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("rmdir %s: %w", p.frozen, err))
+			}
+			continue
+		}
+		if ev, err := events(p.group); err == nil && ev["populated"] == 1 {
+			errs = append(errs, fmt.Errorf("%s still holds processes: it stays frozen", p.group))
+			continue
+		}
+		if err := writeFile(filepath.Join(p.group, "cgroup.freeze"), p.restore); err != nil {
+			errs = append(errs, fmt.Errorf("thaw %s: %w", p.group, err))
+		}
+		if err := g.rmdir(filepath.Join(p.group, g.name)); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("rmdir %s: %w", filepath.Join(p.group, g.name), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// onlyChain reports whether dir holds nothing but the chain: no group
+// below it but the run's own, and every process in it a live match or a
+// descendant of one born since the scan. chain nil: false.
+func onlyChain(fs proc.FS, dir, name string, chain map[int]bool) (string, bool) {
+	if chain == nil {
+		return "", false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", false
+	}
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != name {
+			return "", false
+		}
+	}
+	pids, err := readPids(filepath.Join(dir, "cgroup.procs"))
+	if err != nil || len(pids) == 0 {
+		return "", false
+	}
+	for pid := range pids {
+		if !ofChain(fs, pid, chain) {
+			return "", false
+		}
+	}
+	return fmt.Sprintf("it holds nothing but the chain (%s)", match.Count(len(pids), "process", "processes")), true
+}
+
+// ofChain: pid is in the chain, or its parents lead to it (a child born
+// after the scan). A process whose parent cannot be read is not.
+func ofChain(fs proc.FS, pid int, chain map[int]bool) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		if chain[pid] {
+			return true
+		}
+		st, err := fs.ReadStat(pid)
+		if err != nil {
+			return false
+		}
+		pid = st.PPID
+	}
+	return false
+}
+
+// chainless says why a group was nested into rather than frozen whole.
+func chainless(dir string) string {
+	pids, _ := readPids(filepath.Join(dir, "cgroup.procs"))
+	return fmt.Sprintf("it holds other processes or groups too (%s in all): a group nested in it", match.Count(len(pids), "process", "processes"))
+}
+
+// writers says who other than root could undo a freeze in dir: the
+// owner of a delegated group (a writable cgroup.procs or cgroup.freeze,
+// in dir or above it, up to the mount) can thaw it or move the chain out
+// of it. "" when nobody but root can.
+func writers(mount, dir string, trust uint32) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		for _, f := range []string{"cgroup.procs", "cgroup.freeze"} {
+			var st unix.Stat_t
+			if unix.Lstat(filepath.Join(d, f), &st) != nil {
+				continue
+			}
+			if st.Uid != trust || st.Mode&0o022 != 0 {
+				return fmt.Sprintf("%s is delegated (%s/%s is writable by uid %d or others), and its owner could thaw the chain or move it out", dir, d, f, st.Uid)
+			}
+		}
+		if d == mount || len(d) <= len(mount) {
+			return ""
+		}
+	}
+}
+
+// findNamed lists the directories named name in the hierarchy at mount:
+// an earlier run's nested groups and marks.
+func findNamed(mount, name string) []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		if depth > maxDepth {
+			return
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			d := filepath.Join(dir, e.Name())
+			if e.Name() == name {
+				out = append(out, d)
+				continue
+			}
+			walk(d, depth+1)
+		}
+	}
+	walk(mount, 0)
+	return out
+}
+
+// maxDepth bounds the walk for earlier runs' groups: systemd's deepest
+// (a user's service in a slice) and a pod's are under 10 levels.
+const maxDepth = 16
+
+func isEmpty(dir string) bool {
+	pids, err := readPids(filepath.Join(dir, "cgroup.procs"))
+	return err == nil && len(pids) == 0
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// writeFile writes one value to a cgroup file that exists: no create,
+// no link followed.
+func writeFile(path, v string) error { return write(path, v, 0) }
+
+// appendFile is writeFile for cgroup.procs: O_APPEND means nothing to
+// cgroupfs, and lets a fixture's cgroup.procs collect what moved in.
+func appendFile(path, v string) error { return write(path, v, os.O_APPEND) }
+
+func write(path, v string, flag int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|flag|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(v))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // events parses cgroup.events ("populated 1\nfrozen 0\n").
 func events(dir string) (map[string]int, error) {

@@ -193,6 +193,16 @@ type Round struct {
 	Reused  int // pid reused by another process: left alone
 	Frozen  bool
 	Took    time.Duration
+	// Placed are the groups this round froze where the chain runs
+	// (cgroup2): in place, or a group nested in them.
+	Placed []Placement
+}
+
+// A placer freezes the groups a scan's matches occupy before the round's
+// snapshot (cgroup2's set, which freezes in place).
+type placer interface {
+	Place(res match.Result) error
+	Placements() []Placement
 }
 
 // frozenWait bounds each wait for the set to report frozen. A task in
@@ -210,11 +220,18 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 		if err != nil {
 			return res, err
 		}
+		r := Round{N: n, Matched: res.Live()}
+		if pl, ok := g.(placer); ok {
+			err := pl.Place(res)
+			r.Placed = pl.Placements()
+			if err != nil {
+				return res, err
+			}
+		}
 		inside, err := g.Snapshot()
 		if err != nil {
 			return res, err
 		}
-		r := Round{N: n, Matched: res.Live()}
 		pinned, err := pinOutside(fs, g, res, inside, &r)
 		if err != nil {
 			return res, err
@@ -230,6 +247,9 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 				return res, fmt.Errorf("move pid %d into %s: %w", h.PID, g.Where(), err)
 			}
 			r.Moved++
+		}
+		if pl, ok := g.(placer); ok {
+			r.Placed = append(r.Placed, pl.Placements()...) // groups first seen by a move
 		}
 		if g.StopFirst() {
 			// Now inside the frozen group: clear the stop. A stopped task

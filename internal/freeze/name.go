@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -55,19 +54,16 @@ func GroupName(spec match.Spec) string {
 }
 
 // GroupDirs lists the cgroup directories named name that exist: where a
-// --hold or interrupted run left its frozen group (cgroup v2, or the v1
-// freezer).
+// --hold or interrupted run left its frozen groups (cgroup v2: nested in
+// the chain's own groups, or the marks of groups frozen in place, which
+// sit inside them; or the v1 freezer's).
 func GroupDirs(name string) []string {
-	var dirs []string
-	if mount, err := Cgroup2Mount(); err == nil {
-		dirs = append(dirs, filepath.Join(mount, name))
-	}
-	dirs = append(dirs, filepath.Join(freezerRoot, name))
 	var out []string
-	for _, d := range dirs {
-		if _, err := os.Stat(d); err == nil {
-			out = append(out, d)
-		}
+	if mount, err := Cgroup2Mount(); err == nil {
+		out = append(out, findNamed(mount, name)...)
+	}
+	if d := filepath.Join(freezerRoot, name); fileExists(d) {
+		out = append(out, d)
 	}
 	return out
 }

@@ -1,6 +1,9 @@
 package proc
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -131,3 +134,28 @@ func (p FS) UID(pid int) (int, error) {
 	}
 	return int(st.Uid), nil
 }
+
+// CgroupV2 is the process's group in the cgroup v2 hierarchy, as the
+// "0::" line of /proc/PID/cgroup names it (relative to the hierarchy's
+// root as this process's cgroup namespace sees it). A process that is
+// gone reads as ErrGone.
+func (p FS) CgroupV2(pid int) (string, error) {
+	pr, err := p.procOf(pid)
+	if err == nil {
+		var cgs []procfs.Cgroup
+		if cgs, err = pr.Cgroups(); err == nil {
+			for _, c := range cgs {
+				if c.HierarchyID == 0 {
+					return c.Path, nil
+				}
+			}
+			return "", errNoV2
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		return "", fmt.Errorf("pid %d: %w", pid, ErrGone)
+	}
+	return "", err
+}
+
+var errNoV2 = errors.New("no cgroup v2 line in /proc/PID/cgroup")

@@ -268,6 +268,14 @@ func (r *run) grow() error {
 	r.scanner.Prime(r.res) // round 1 acts on the match's scan
 	res, err := freeze.Grow(r.c.FS, r.scanner, g, r.deadline, r.interrupted, func(n freeze.Round) {
 		last = n
+		for _, p := range n.Placed {
+			how := "in place: " + p.Frozen
+			if !p.InPlace {
+				how = "nested: " + p.Frozen
+			}
+			r.rec.RecordOf(timeline.StageFreeze, timeline.StepPlace, fmt.Sprintf("%s (%s)", how, p.Why),
+				timeline.Placed{Group: p.Group, Frozen: p.Frozen, InPlace: p.InPlace, Why: p.Why})
+		}
 		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone, frozen=%v (%v)",
 			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, timeline.Dur(n.Took)),
 			timeline.FreezeRound{Round: n.N, Matched: n.Matched, Outside: n.Outside, Moved: n.Moved, Gone: n.Gone,

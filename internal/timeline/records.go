@@ -78,6 +78,15 @@ type GroupNamed struct {
 	Group string `json:"group"`
 }
 
+// Placed is where cgroup2 froze a group the chain occupies (StepPlace):
+// the group itself (in place) or a group nested in it, and why there.
+type Placed struct {
+	Group   string `json:"group"`
+	Frozen  string `json:"frozen"`
+	InPlace bool   `json:"in_place"`
+	Why     string `json:"why"`
+}
+
 // Fixed is the fixed set (StepFixed).
 type Fixed struct {
 	Set int `json:"set"`

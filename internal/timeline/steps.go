@@ -30,6 +30,7 @@ const (
 	StepGateDetached    Step = "gate-detached"
 	StepMethod          Step = "method"
 	StepReuse           Step = "reuse"
+	StepPlace           Step = "place" // cgroup2: a group the chain occupies frozen in place, or a group nested in it
 	StepNoFreezer       Step = "no-freezer"
 	StepFreezeRound     Step = "freeze-round"
 	StepFixed           Step = "fixed"
