@@ -30,6 +30,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/runlock"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -488,9 +489,7 @@ func TestContainment(t *testing.T) {
 	if !*enabled {
 		t.Skip("the containment benchmark runs with -args -containment (root, tens of minutes)")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.RequireLive(t, "the benchmark's chains, in pids cgroups")
 	for _, tool := range []string{"killall", "pkill"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not found: apt-get install psmisc procps", tool)

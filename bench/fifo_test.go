@@ -12,6 +12,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/guard"
 	"freeze/internal/priority"
+	"freeze/internal/testenv"
 )
 
 var fifoReps = flag.Int("fifo", 0, "ask an armed guard through its FIFO, from a lifted shell, this many times, each beside a churning chain of orphans capped at 3,000 (root, minutes)")
@@ -27,9 +28,7 @@ func TestGuardAnswersEveryFIFORequest(t *testing.T) {
 	if *fifoReps == 0 {
 		t.Skip("on demand: -args -fifo N")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard and the chains' pids cgroups")
-	}
+	testenv.RequireLive(t, "the guard and the chains' pids cgroups")
 	bin := containtest.GoBinary(t, "../cmd/freeze", "freeze", "FREEZE_TEST_BIN")
 	// Measure, do not compete: the benchmark's own polling runs lifted,
 	// so what it times is the asker and the guard, not its own turn

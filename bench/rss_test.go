@@ -2,12 +2,12 @@ package bench
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/testenv"
 )
 
 var rss = flag.Bool("rss", false, "measure freeze's peak RSS against chains of 3,000 and 12,000 (root, minutes)")
@@ -23,9 +23,7 @@ func TestFreezeRSS(t *testing.T) {
 	if !*rss {
 		t.Skip("measures with -args -rss (root, minutes)")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.RequireLive(t, "the benchmark's chains, in pids cgroups")
 	bin := buildBench(t)
 	for _, n := range []int{3000, 12000} {
 		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: n, HopCap: 1000000,

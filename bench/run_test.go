@@ -14,6 +14,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -31,9 +32,7 @@ func TestRunCost(t *testing.T) {
 	if !*runCost {
 		t.Skip("opt-in: -args -runcost")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness's pids cgroups")
-	}
+	testenv.RequireLive(t, "the harness's pids cgroups")
 	bin := buildBench(t)
 	runOverhead(t, bin)
 	for _, n := range []int{10, 1000, 5000} {

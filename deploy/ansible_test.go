@@ -13,6 +13,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/guard"
 	"freeze/internal/runtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -54,9 +55,7 @@ func recap(t *testing.T, out, host string) (ok, changed, failed int) {
 // timeline comes back and the fleet postmortem lists each host. One host
 // has a guard armed, and its run is the guard's.
 func TestAnsibleContainsAChainPerHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chains' pids cgroups, and the playbook's become")
-	}
+	testenv.RequireLive(t, "the chains' pids cgroups, and the playbook's become")
 	needTool(t, "ansible-playbook", "ansible-core")
 	bin := buildFreeze(t)
 	// The chains must outlive three playbook runs (install, dry run,

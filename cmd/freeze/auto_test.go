@@ -20,6 +20,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -40,9 +41,7 @@ func autoRequests(t *testing.T, dir string) []guard.RequestLine {
 // test's own directory (--auto-under), so it can never act on another
 // test's chain.
 func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard, the gate's counter and the chains' pids cgroups")
-	}
+	testenv.RequireLive(t, "the guard, the gate's counter and the chains' pids cgroups")
 	if k := gate.Probe(""); !k[0].OK {
 		t.Skipf("the gate's counter does not load here: %s", k[0].Why)
 	}

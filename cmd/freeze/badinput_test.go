@@ -14,6 +14,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -24,9 +25,7 @@ import (
 // and running, no group is made, the file keeps its mode. Every line
 // freeze prints starts with "freeze: ", whatever the path holds.
 func TestBadInput(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain is capped by a pids cgroup, and some cases switch to another user")
-	}
+	testenv.RequireLive(t, "the chain is capped by a pids cgroup, and some cases switch to another user")
 	for _, tool := range []string{"unshare", "setpriv", "sh"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not found (util-linux): needed for the hidepid, other-user and read-only cases", tool)

@@ -14,6 +14,7 @@ import (
 	"freeze/internal/guard"
 	"freeze/internal/match"
 	"freeze/internal/metrics"
+	"freeze/internal/order"
 	"freeze/internal/proc"
 	"freeze/internal/say"
 	"freeze/internal/timeline"
@@ -40,7 +41,7 @@ Options:
                             --metrics-file' keeps such a file current
         --json              the same as --format json
         --run-dir DIR       the guard's directory, for its metrics
-                            (default /run/freeze)
+                            (default /run/freeze, or $FREEZE_RUN_DIR)
 
 Metrics (prometheus): freeze_processes, freeze_tasks, freeze_pid_max,
 freeze_pids_cgroup_current and _max (the pids cgroup nearest its limit),
@@ -57,7 +58,7 @@ func runCensus(o out, args []string) int {
 	sample := fl.Duration("sample", time.Second, "")
 	top := fl.Int("top", 10, "")
 	ff := say.AddFormat(fl, "census: ", "text", "json", "prometheus")
-	runDir := fl.String("run-dir", guard.DefaultRunDir, "")
+	runDir := fl.String("run-dir", order.RunDir(), "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		flagError(o, "census", "census: ", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/testenv"
 )
 
 // census, as text, names a suspect by its full path (two files of one
@@ -16,9 +16,7 @@ import (
 // says that a pids group sits at its cap, and names a port's owner or
 // says truly why it cannot (#37).
 func TestCensusSaysWhatItSees(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chains are capped by pids cgroups")
-	}
+	testenv.RequireLive(t, "the chains are capped by pids cgroups")
 	bin := buildFreeze(t)
 	// Two files of one name: a suspect of 250 (a count census's rules
 	// call a suspect by itself), and a small one at its cap of 20.

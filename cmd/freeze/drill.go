@@ -9,9 +9,9 @@ import (
 
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
-	"freeze/internal/guard"
 	"freeze/internal/incident"
 	"freeze/internal/match"
+	"freeze/internal/order"
 	"freeze/internal/say"
 	"freeze/internal/timeline"
 )
@@ -80,7 +80,7 @@ func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
 	fl.DurationVar(&f.timeout, "timeout", incident.Defaults.Timeout, "")
 	fl.StringVar(&f.via, "guard", "", "")
-	fl.StringVar(&f.runDir, "run-dir", guard.DefaultRunDir, "")
+	fl.StringVar(&f.runDir, "run-dir", order.RunDir(), "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		flagError(o, "drill", "drill: ", err)
@@ -132,7 +132,8 @@ Options:
                              it through its FIFO (as 'echo ... > ask'
                              would) or its socket (as 'freeze --path'
                              does), instead of running the stop order here
-        --run-dir DIR        the guard's directory (default /run/freeze)
+        --run-dir DIR        the guard's directory (default /run/freeze,
+                             or $FREEZE_RUN_DIR)
 
 Exit codes:
     0   the chain was contained to zero and nothing was left behind

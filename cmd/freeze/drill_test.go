@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -28,9 +29,7 @@ func buildFreeze(t *testing.T) string {
 // cgroup: the drill's chain nests its cgroup inside it, so the harness's
 // cap holds over the drill whatever the drill does.
 func TestDrillContainsItsChainAndLeavesNothing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the drill's chain is capped by a pids cgroup")
-	}
+	testenv.RequireLive(t, "the drill's chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	tmp := filepath.Join(t.TempDir(), "drill-tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
@@ -79,9 +78,7 @@ func TestDrillContainsItsChainAndLeavesNothing(t *testing.T) {
 // 'head -8' died of SIGPIPE in its set-up and left 600 tasks running
 // until their deadline, and its cgroup.
 func TestDrillEndedInItsSetUpLeavesNothing(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the drill's chain is capped by a pids cgroup")
-	}
+	testenv.RequireLive(t, "the drill's chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	for _, how := range []string{"sigterm", "sigpipe"} {
 		t.Run(how, func(t *testing.T) {
@@ -152,9 +149,7 @@ func runningExe(path string) int {
 // The census names a growing chain as the top suspect, and its command,
 // run as printed, brings the chain to zero.
 func TestCensusCommandContainsTheChain(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain is capped by a pids cgroup")
-	}
+	testenv.RequireLive(t, "the chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second, Interval: 200 * time.Millisecond})
 	c.WaitPopulation(100, 20*time.Second)

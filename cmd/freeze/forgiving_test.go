@@ -10,15 +10,14 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
+	"freeze/internal/testenv"
 )
 
 // A binary deleted under its processes (the test cache removed under
 // its chain) can still be named: --path takes the identity its processes
 // run, from /proc/PID/exe. On 52cc04d it was "no such file", exit 2.
 func TestPathOfADeletedBinary(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness's pids cgroup")
-	}
+	testenv.RequireLive(t, "the harness's pids cgroup")
 	bin := buildFreeze(t)
 	cache := filepath.Join(t.TempDir(), "cache")
 	os.Mkdir(cache, 0o755)
@@ -51,9 +50,7 @@ func TestPathOfADeletedBinary(t *testing.T) {
 // of the same name that runs from another file (left alone: the match is
 // by file). On 2e67e63 it printed a count and nothing else.
 func TestDryRunListsTheSetAndLookAlikes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness's pids cgroup")
-	}
+	testenv.RequireLive(t, "the harness's pids cgroup")
 	bin := buildFreeze(t)
 	idle := filepath.Join(t.TempDir(), "sleep")
 	if err := exefile.Copy("/bin/sleep", idle); err != nil {

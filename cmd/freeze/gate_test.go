@@ -14,6 +14,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/gate"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -21,9 +22,7 @@ import (
 // without tp_btf.
 func needGate(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs, and the chains are capped by pids cgroups")
-	}
+	testenv.RequireLive(t, "loading BPF programs, and the chains are capped by pids cgroups")
 	if k := gate.Probe(""); !k[0].OK {
 		t.Skipf("the gate does not load here: %s", k[0].Why)
 	}
@@ -330,9 +329,7 @@ func TestGateNarrowedByArg(t *testing.T) {
 // the job finishes it (the first audit: it left survivors, exit 1: it took
 // the gate, whose kills waited on tasks the v1 freezer held).
 func TestTheFinishingCommandAfterACgroup1HoldReachesZero(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain's pids cgroup and the v1 freezer")
-	}
+	testenv.RequireLive(t, "the chain's pids cgroup and the v1 freezer")
 	if _, err := os.Stat("/sys/fs/cgroup/freezer/cgroup.procs"); err != nil {
 		t.Skip("no v1 freezer hierarchy here (a host that is all cgroup v2)")
 	}

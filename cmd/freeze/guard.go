@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/guard"
+	"freeze/internal/order"
 	"freeze/internal/say"
 )
 
@@ -60,7 +61,7 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	var f guardFlags
 	fl := pflag.NewFlagSet("freeze guard", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
-	fl.StringVar(&f.runDir, "run-dir", guard.DefaultRunDir, "")
+	fl.StringVar(&f.runDir, "run-dir", order.RunDir(), "")
 	fl.IntVar(&f.autoN, "auto", 0, "")
 	fl.BoolVar(&f.autoKill, "auto-kill", false, "")
 	fl.StringArrayVar(&f.autoUnder, "auto-under", nil, "")
@@ -141,7 +142,8 @@ freeze's command line, split into words as a shell would split them
 ... hands its request to a running guard over DIR/guard.sock and prints
 the guard's progress and exit code; --no-guard runs it locally.
 
-DIR (default /run/freeze) is made the guard's own, mode 0700; the socket
+DIR (default /run/freeze,
+                             or $FREEZE_RUN_DIR) is made the guard's own, mode 0700; the socket
 takes root and the guard's own user only (SO_PEERCRED). Requests run one
 after another, each with its own timeline; DIR/guard.log has one JSON
 line per start (unclean=1 after a guard that did not stop cleanly),
@@ -173,6 +175,7 @@ guard's own executable, PID 1's, daemons, shells and interpreters.
 
 Options:
         --run-dir DIR   where the FIFO, socket, log and ledger live
+                        (default /run/freeze, or $FREEZE_RUN_DIR)
         --auto N        hold, unasked, a growing chain of over N processes
         --auto-under DIR  with --auto: only executables under DIR
                         (repeatable), such as the CI runners' caches

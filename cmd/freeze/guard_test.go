@@ -23,6 +23,7 @@ import (
 	"freeze/internal/exefile"
 	"freeze/internal/guard"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 // startGuard starts 'freeze guard' through the harness (capped, owned,
@@ -122,9 +123,7 @@ func rssKiB(t *testing.T, pid int) int {
 }
 
 func TestGuard(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard's run directory and the chains' pids cgroups")
-	}
+	testenv.RequireLive(t, "the guard's run directory and the chains' pids cgroups")
 	bin := buildFreeze(t)
 	g, dir := startGuard(t, bin)
 	t.Cleanup(func() {
@@ -294,9 +293,7 @@ func TestGuard(t *testing.T) {
 // STOPPING=1 when it stops. The socket is the test's own, standing in
 // for systemd's.
 func TestGuardNotifiesSystemd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard's harness cgroup")
-	}
+	testenv.RequireLive(t, "the guard's harness cgroup")
 	bin := buildFreeze(t)
 	sock := filepath.Join(t.TempDir(), "notify")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
@@ -345,9 +342,7 @@ func TestGuardNotifiesSystemd(t *testing.T) {
 // --health answers a liveness probe that does not exec: GET /healthz is
 // 200 "armed" while the guard's heartbeat is fresh.
 func TestGuardHealthEndpoint(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard's harness cgroup")
-	}
+	testenv.RequireLive(t, "the guard's harness cgroup")
 	bin := buildFreeze(t)
 	g, addr, _ := healthGuard(t, bin)
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -393,9 +388,7 @@ func healthGuard(t *testing.T, bin string) (*containtest.Chain, string, string) 
 // probe answered once they are cut off, and a request through the guard
 // still reaches zero.
 func TestGuardHealthPortIsBounded(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard's harness cgroup")
-	}
+	testenv.RequireLive(t, "the guard's harness cgroup")
 	bin := buildFreeze(t)
 	g, addr, dir := healthGuard(t, bin)
 	fds := func() int {

@@ -2,12 +2,12 @@ package main
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/testenv"
 )
 
 // pidHeadroom is the number of tasks (threads count: pids.max counts
@@ -29,9 +29,7 @@ var searchHeadroom = flag.Bool("headroom-search", false, "measure the smallest p
 // zero, and with 2 it dies having changed nothing. The search below the
 // stated figure is a measurement, run only with -headroom-search.
 func TestRunsWithinItsPidHeadroom(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: freeze and the chain are capped by pids cgroups")
-	}
+	testenv.RequireLive(t, "freeze and the chain are capped by pids cgroups")
 	bin := buildFreeze(t)
 	run := func(t *testing.T, headroom int) (bool, string, *containtest.Chain) {
 		chain := treeAtCap(t, 300, 100*time.Millisecond)

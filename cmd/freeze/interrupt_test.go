@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -23,9 +24,7 @@ import (
 // continued, so both arrive mid-run whatever the machine's speed: the
 // step they land in varies, what the test asserts does not.
 func TestSignalsEndTheRunInARecordedState(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain is capped by a pids cgroup")
-	}
+	testenv.RequireLive(t, "the chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	chain := treeAtCap(t, 400, 100*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
@@ -115,9 +114,7 @@ func TestSignalsEndTheRunInARecordedState(t *testing.T) {
 // freeze piped into a reader that went away would get, is ignored. On
 // b1884f8 either killed freeze mid-step with no record.
 func TestHangupAndBrokenPipeEndTheRunInARecordedState(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain is capped by a pids cgroup")
-	}
+	testenv.RequireLive(t, "the chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	chain := treeAtCap(t, 400, 100*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/proc"
 	"freeze/internal/runtest"
+	"freeze/internal/testenv"
 )
 
 // Two runs against one chain do not fight: while the first is mid-run
@@ -21,9 +21,7 @@ import (
 // without releasing the lock (SIGKILL), the next run takes the stale
 // lock over, says so, and finishes the job.
 func TestConcurrentRunsAndAStaleLock(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain is capped by a pids cgroup")
-	}
+	testenv.RequireLive(t, "the chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	chain := treeAtCap(t, 300, 100*time.Millisecond)
 	run := func(name string) *containtest.Chain {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"freeze/internal/containtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -60,9 +61,7 @@ func value(mfs map[string]*dto.MetricFamily, name, label, want string) (float64,
 // exposition parses with Prometheus' own text parser, and the chain's
 // executable is there with its process count.
 func TestCensusPrometheusSeesAChain(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain's pids cgroup")
-	}
+	testenv.RequireLive(t, "the chain's pids cgroup")
 	bin := buildFreeze(t)
 	c := treeAtCap(t, 150, 50*time.Millisecond)
 	out, err := exec.Command(bin, "census", "--format", "prometheus", "--sample", "300ms", "--top", "50", "--run-dir", filepath.Join(t.TempDir(), "none")).Output()
@@ -106,9 +105,7 @@ func TestCensusPrometheusSeesAChain(t *testing.T) {
 // request the run's outcome and time to zero, and armed 0 once stopped;
 // freeze census --run-dir says the same from the guard's lock and log.
 func TestGuardMetricsFile(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard's run directory and the chain's pids cgroup")
-	}
+	testenv.RequireLive(t, "the guard's run directory and the chain's pids cgroup")
 	bin := buildFreeze(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	file := filepath.Join(t.TempDir(), "freeze.prom")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -50,9 +51,7 @@ func recordShape(t *testing.T, path string) (steps []string, start []string, end
 // the same steps, the same start fields, the same end. Before, the drill
 // built its own run: no peak-memory record, no run lock, no hidepid rule.
 func TestOneRecordForEveryWayIn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard's run directory and the chains' pids cgroups")
-	}
+	testenv.RequireLive(t, "the guard's run directory and the chains' pids cgroups")
 	bin := buildFreeze(t)
 	tls := t.TempDir()
 	runs := map[string]string{"cli": filepath.Join(tls, "cli.jsonl"), "guard": filepath.Join(tls, "guard.jsonl"), "drill": filepath.Join(tls, "drill.jsonl")}

@@ -18,6 +18,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -35,9 +36,7 @@ import (
 // group goes beside freeze's own group, so inside the cap too.)
 func nestsInHarness(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness's pids cgroup, which caps freeze run and all it starts")
-	}
+	testenv.RequireLive(t, "the harness's pids cgroup, which caps freeze run and all it starts")
 }
 
 // copyTool copies a system tool into the test's own directory: the

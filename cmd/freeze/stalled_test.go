@@ -12,6 +12,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/guard"
+	"freeze/internal/testenv"
 )
 
 // freeze's words never hold its run up: with stderr a pipe that is full
@@ -22,9 +23,7 @@ import (
 // chain and nothing killed it, and the record ended at the last event
 // written before that line (#34's run that stopped at "fixed").
 func TestAStalledOutputDoesNotHoldTheRun(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the chain is capped by a pids cgroup")
-	}
+	testenv.RequireLive(t, "the chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	chain := treeAtCap(t, 400, 100*time.Millisecond)
 	dir := t.TempDir()
@@ -96,9 +95,7 @@ func stalledPipe(t *testing.T, path string) *os.File {
 // through the FIFO still runs to zero and is logged. Before, the guard
 // waited to say "request from" and never ran it.
 func TestAStalledJournalDoesNotHoldTheGuard(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the guard and the chain's pids cgroup")
-	}
+	testenv.RequireLive(t, "the guard and the chain's pids cgroup")
 	bin := buildFreeze(t)
 	dir := t.TempDir()
 	run := filepath.Join(dir, "run")

@@ -13,6 +13,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 // A process in a mount namespace of its own (as a container's is) runs
@@ -23,9 +24,7 @@ import (
 // and leave the host's (#33: they followed the link's text, killed the
 // host's copy and left the container's chain running, exit 0).
 func TestPathThroughAProcessViewTakesItsFileNotTheHosts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the mount namespace, and the harness's pids cap")
-	}
+	testenv.RequireLive(t, "the mount namespace, and the harness's pids cap")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("no unshare (util-linux)")

@@ -12,6 +12,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
@@ -129,9 +130,7 @@ func TestPortsFindsOwnListener(t *testing.T) {
 // chain at the same time (go test ./... runs packages in parallel), and
 // that one would be the top row.
 func TestCensusFindsAGrowingChain(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for the chain's pids cgroup")
-	}
+	testenv.RequireLive(t, "the chain's pids cgroup")
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 300, HopCap: 1000000, Timeout: 60 * time.Second, Interval: 200 * time.Millisecond})
 	c.WaitPopulation(100, 20*time.Second)
 	r, err := Take(proc.Default, time.Second, 20)
@@ -160,9 +159,7 @@ func TestCensusFindsAGrowingChain(t *testing.T) {
 // looks only at that executable's row (other tests may run chains at the
 // same time), and at the shape of the machine-wide lines.
 func TestCensusLeavesQuietWorkAlone(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for the processes' pids cgroup")
-	}
+	testenv.RequireLive(t, "the processes' pids cgroup")
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh")
@@ -202,9 +199,7 @@ func TestCensusLeavesQuietWorkAlone(t *testing.T) {
 // row says whose processes it holds. Real shells, copies in the test's
 // own cache, under the harness's cap.
 func TestScriptByMajorityAndOwners(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness's pids cgroup")
-	}
+	testenv.RequireLive(t, "the harness's pids cgroup")
 	for _, tc := range []struct {
 		name    string
 		scripts []string

@@ -11,6 +11,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 // In a mount namespace of its own, a user's binary bind-mounted over
@@ -20,9 +21,7 @@ import (
 // freeze --path PATH, which would stop the real PATH's processes and
 // none of these (#24, finding 7).
 func TestCensusNamesNoLookAlike(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness's pids cap and the bind mount")
-	}
+	testenv.RequireLive(t, "the harness's pids cap and the bind mount")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("no unshare (util-linux)")
@@ -78,9 +77,7 @@ func TestCensusNamesNoLookAlike(t *testing.T) {
 // the host's file) and says why; a file deleted in census's own
 // namespace keeps its command (the rebuilt test cache of the README).
 func TestCensusNamesNoHostFileForAFileDeletedInAnotherNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness's pids cap and the tmpfs mount")
-	}
+	testenv.RequireLive(t, "the harness's pids cap and the tmpfs mount")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("no unshare (util-linux)")

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/priority"
+	"freeze/internal/testenv"
 )
 
 // Shape is the form of a runaway chain; see fixture/chain.c.
@@ -119,6 +120,7 @@ func (c *Chain) V2Dir() string { return c.v2dir }
 // one place.
 func Start(t testing.TB, s Spec) *Chain {
 	t.Helper()
+	testenv.RequireChains(t, "a live chain")
 	s = checkSpec(t, s)
 	src, err := fixture()
 	if err != nil {

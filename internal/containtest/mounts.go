@@ -1,6 +1,7 @@
 package containtest
 
 import (
+	"freeze/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,9 +89,7 @@ func Btrfs(t testing.TB) string {
 
 func needRoot(t testing.TB, what string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: " + what)
-	}
+	testenv.RequireLive(t, what)
 }
 
 func mount(t testing.TB, src, target, fstype, data string) {

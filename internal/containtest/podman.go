@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/exefile"
+	"freeze/internal/testenv"
 )
 
 // Podman is a container runtime of the test's own: Debian's podman with
@@ -86,12 +87,12 @@ type Container struct {
 // where podman, runc or busybox-static is missing, or no cap can be made.
 func NewPodman(t testing.TB, capMax int) *Podman {
 	t.Helper()
-	needRoot(t, "containers run as root here")
+	testenv.RequirePodman(t, "containers run as root here")
 	bin, err := exec.LookPath("podman")
 	if err != nil {
-		t.Skip("no podman on PATH: install Debian's podman and runc (.ci/run does)")
+		t.Fatal(err)
 	}
-	for _, need := range []string{"runc", "busybox"} {
+	for _, need := range []string{"busybox"} {
 		if _, err := exec.LookPath(need); err != nil {
 			t.Skipf("no %s on PATH: install Debian's runc and busybox-static (.ci/run does)", need)
 		}

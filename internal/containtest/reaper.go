@@ -2,6 +2,7 @@ package containtest
 
 import (
 	"fmt"
+	"freeze/internal/testenv"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -76,6 +77,18 @@ func Main(m *testing.M) int {
 			wait = min(max(reapInterval, threadCPU()-c0), maxRest)
 		}
 	}()
+	// A guard of the machine's must never receive a test's request:
+	// every freeze the tests start looks for its guard in a directory
+	// of this test binary's own (order.RunDirEnv).
+	if os.Getenv("FREEZE_RUN_DIR") == "" {
+		if d, err := os.MkdirTemp("", "containtest-run-"); err == nil {
+			os.Setenv("FREEZE_RUN_DIR", d)
+			defer os.RemoveAll(d)
+		}
+	}
+	if g := testenv.AutoGuard(); g != "" {
+		fmt.Fprintf(os.Stderr, "containtest: %s\n", g)
+	}
 	code := m.Run()
 	close(stop)
 	reap()

@@ -86,6 +86,9 @@ type Report struct {
 	StopErr     error
 	Incident    time.Duration
 	FixturePath string
+	// CapSample is what the chain's pids cap saw during the stop order
+	// (root only: a non-root drill is capped by RLIMIT_NPROC).
+	CapSample *CapSample
 }
 
 // Supports describes this machine for an incident, without changing it.
@@ -196,7 +199,16 @@ func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 		return rep, err
 	}
 	spec := match.Spec{Targets: []match.Target{tg}}
+	var stopWatch func() CapSample
+	if ch.capDir != "" {
+		stopWatch = watchCap(ch.capDir)
+	}
 	practise(c, spec, ch.path, rec, &rep, say)
+	if stopWatch != nil {
+		cs := stopWatch()
+		rep.CapSample = &cs
+		say("drill: " + cs.String())
+	}
 	rep.Leftovers = append(rep.Leftovers, ch.leftovers(spec, rep.Outcome.GatePrograms)...)
 	return rep, nil
 }

@@ -2,6 +2,7 @@ package freeze
 
 import (
 	"errors"
+	"freeze/internal/testenv"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,9 +23,7 @@ const nobody = 65534
 // mode 0600, outside the cache.
 func victim(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the attack is on a root freeze, by another user")
-	}
+	testenv.RequireRoot(t, "the attack is on a root freeze, by another user")
 	v := filepath.Join(t.TempDir(), "shadow")
 	if err := os.WriteFile(v, []byte("secret"), 0o600); err != nil {
 		t.Fatal(err)

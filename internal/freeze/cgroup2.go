@@ -442,6 +442,22 @@ func (g *cgroup2Group) Remove() error {
 	return errors.Join(errs...)
 }
 
+func (g *cgroup2Group) removedWords() string {
+	var ws []string
+	for _, k := range g.order {
+		p := g.places[k]
+		if p.inPlace {
+			ws = append(ws, fmt.Sprintf("gave %s back its cgroup.freeze (%s) and removed its mark %s", p.group, p.restore, g.name))
+		} else {
+			ws = append(ws, "removed "+p.frozen)
+		}
+	}
+	if len(ws) == 0 {
+		return "nothing was placed: nothing to remove"
+	}
+	return strings.Join(ws, "; ")
+}
+
 // onlyChain reports whether dir holds nothing but the chain: no group
 // below it but the run's own, and every process in it a live match or a
 // descendant of one born since the scan. chain nil: false.

@@ -140,6 +140,15 @@ type Group interface {
 	Terms() (moved, inside string)
 }
 
+// RemovedWords says, for the record, what g's Remove undid: "removed
+// DIR", or for cgroup2's places what each got back.
+func RemovedWords(g Group) string {
+	if w, ok := g.(interface{ removedWords() string }); ok {
+		return w.removedWords()
+	}
+	return "removed " + g.Where()
+}
+
 // cgroupTerms are the words of every set that moves processes in.
 func cgroupTerms() (moved, inside string) { return "moved in", "in the group" }
 

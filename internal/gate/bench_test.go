@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 // BenchmarkGateAttached is freeze's time from nothing loaded to "gate
@@ -15,9 +16,7 @@ import (
 //
 //	go test ./internal/gate -run '^$' -bench GateAttached -benchtime 20x
 func BenchmarkGateAttached(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root: loading BPF programs")
-	}
+	testenv.RequireRoot(b, "loading BPF programs")
 	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)

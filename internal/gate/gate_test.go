@@ -3,7 +3,6 @@ package gate
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
@@ -46,9 +48,7 @@ func attach(t *testing.T, files ...File) *Gate {
 
 func attachConfig(t *testing.T, c Config) *Gate {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs")
-	}
+	testenv.RequireRoot(t, "loading BPF programs")
 	c.Exempt = Exempt(proc.Default)
 	g, err := Load(c)
 	if err != nil {
@@ -424,9 +424,7 @@ func heldOrWaitingOnHeld(pid int) bool {
 // With Kill, the chain kills itself at its next fork: a spinning chain
 // empties with no signal from anyone else, and its decoy copy lives on.
 func TestGateKillEmptiesASpinningChain(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs")
-	}
+	testenv.RequireLive(t, "loading BPF programs")
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second})
 	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Bomb, Cap: 50, HopCap: 1000000, Timeout: 300 * time.Second, Name: "chain-2", Dir: c.Dir})
 	if n := c.WaitPopulation(300, 90*time.Second); n < 300 {
@@ -463,9 +461,7 @@ func TestGateKillEmptiesASpinningChain(t *testing.T) {
 // KillAll kills the chain in one pass in the kernel: a tree of 300
 // empties, its decoy copy lives, and the count is the chain's.
 func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs")
-	}
+	testenv.RequireLive(t, "loading BPF programs")
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 300, HopCap: 1000000, Timeout: 300 * time.Second})
 	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 20, HopCap: 1000000, Timeout: 300 * time.Second, Name: "chain-2", Dir: c.Dir})
 	c.WaitPopulation(300, 90*time.Second)

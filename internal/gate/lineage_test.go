@@ -2,7 +2,6 @@ package gate
 
 import (
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 // Lineage (tp_btf/sched_process_fork) marks every child of a gated
@@ -64,9 +64,7 @@ func TestLineageMarksChildrenOfAGatedProcess(t *testing.T) {
 // loadOnly loads a gate for nothing by file, attached to nothing.
 func loadOnly(t *testing.T) *Gate {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loading BPF programs")
-	}
+	testenv.RequireRoot(t, "loading BPF programs")
 	g, err := Load(Config{Exempt: Exempt(proc.Default), Form: testForm(t)})
 	if err != nil {
 		t.Skipf("the gate does not load here: %s", Explain(err))

@@ -1,12 +1,12 @@
 package match
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 // BenchmarkScan12000 scans /proc with 12,000 real processes of a chain,
@@ -16,9 +16,7 @@ import (
 // (the chain takes a minute or two to grow, and is grown twice: once for
 // the benchmark's trial run of one scan, once for the timed run).
 func BenchmarkScan12000(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root for the chain's pids cgroup")
-	}
+	testenv.RequireLive(b, "the chain's pids cgroup")
 	c := containtest.Start(b, containtest.Spec{Shape: containtest.Tree, Cap: 12000, HopCap: 1000000,
 		Timeout: 600 * time.Second, Interval: time.Second, V2Group: true})
 	if n := c.WaitPopulation(12000, 400*time.Second); n < 12000 {

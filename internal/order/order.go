@@ -135,7 +135,7 @@ func Parse(o say.Out, args []string) (Flags, int) {
 	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
 	fl.StringVarP(&f.method, "method", "m", "auto", "")
 	fl.StringVar(&f.btf, "btf", "", "")
-	fl.StringVar(&f.runDir, "run-dir", DefaultRunDir, "")
+	fl.StringVar(&f.runDir, "run-dir", RunDir(), "")
 	fl.BoolVar(&f.noGuard, "no-guard", false, "")
 	fl.BoolVar(&f.hold, "hold", false, "")
 	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "")

@@ -1,6 +1,8 @@
 package order
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 
 	"freeze/internal/match"
@@ -8,6 +10,21 @@ import (
 
 // DefaultRunDir is a guard's directory, where a request is handed over.
 const DefaultRunDir = "/run/freeze"
+
+// RunDirEnv names another default for --run-dir, for every command that
+// takes one: a guard and the runs that ask it, moved together (a
+// container whose /run is not the host's; a test suite, whose runs must
+// never reach a guard of the machine's).
+const RunDirEnv = "FREEZE_RUN_DIR"
+
+// RunDir is --run-dir's default: $FREEZE_RUN_DIR where it names an
+// absolute path, else DefaultRunDir.
+func RunDir() string {
+	if d := os.Getenv(RunDirEnv); filepath.IsAbs(d) {
+		return filepath.Clean(d)
+	}
+	return DefaultRunDir
+}
 
 // Commands are freeze's subcommands in the order the help lists them,
 // "" being freeze itself (the stop order).
@@ -72,7 +89,8 @@ Options:
         --no-guard           run here even if a guard is armed (by
                              default a request goes to the running
                              'freeze guard', which is already lifted)
-        --run-dir DIR        where to find the guard (default /run/freeze)
+        --run-dir DIR        where to find the guard (default /run/freeze, or
+                             $FREEZE_RUN_DIR)
         --btf FILE           kernel BTF the gate loads against (default
                              /sys/kernel/btf/vmlinux); for kernels that
                              ship it apart

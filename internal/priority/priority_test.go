@@ -1,6 +1,7 @@
 package priority
 
 import (
+	"freeze/internal/testenv"
 	"os"
 	"strings"
 	"syscall"
@@ -13,9 +14,7 @@ import (
 // On SIGXCPU (RLIMIT_RTTIME's soft limit) freeze drops to ordinary
 // priority and says so through OnDrop, so the timeline records it.
 func TestSIGXCPUDropsAndTells(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("real-time priority needs root")
-	}
+	testenv.RequireRoot(t, "real-time priority needs root")
 	did, err := Raise()
 	if !strings.Contains(strings.Join(did, ","), "SCHED_RR") {
 		t.Skipf("cannot take real-time priority here: %v", err)

@@ -2,6 +2,7 @@ package priority
 
 import (
 	"fmt"
+	"freeze/internal/testenv"
 	"os"
 	"os/exec"
 	"runtime"
@@ -18,9 +19,7 @@ import (
 // record that stops mid-run (#34). The spinner is this test binary,
 // re-run as a child in its own process group, killed with it on timeout.
 func TestSpinningPastTheSoftLimitDropsAndLives(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("real-time priority needs root")
-	}
+	testenv.RequireLive(t, "real-time priority needs root")
 	if os.Getenv("FREEZE_PRIORITY_SPIN") == "" {
 		t.Skip("on demand (it spins a CPU at real-time priority for 3 s): FREEZE_PRIORITY_SPIN=1")
 	}

@@ -360,7 +360,7 @@ func (r *run) confirm() error {
 	if err := removeGroup(g); err != nil {
 		r.rec.RecordOf(timeline.StageRecord, timeline.StepGroupLeft, err.Error(), timeline.GroupNamed{Group: g.Where()})
 	} else if g.Holds() {
-		r.rec.RecordOf(timeline.StageRecord, timeline.StepGroupRemoved, "removed "+g.Where(), timeline.GroupNamed{Group: g.Where()})
+		r.rec.RecordOf(timeline.StageRecord, timeline.StepGroupRemoved, freeze.RemovedWords(g), timeline.GroupNamed{Group: g.Where()})
 	}
 	r.out.Kind = Zero
 	r.rec.RecordOf(timeline.StageRecord, timeline.StepZero, "zero remain: confirmed by two empty scans", timeline.Ended{Zombies: len(r.out.Zombies)})

@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"freeze/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,9 +15,7 @@ import (
 // first run, root's or not, made /var/tmp/freeze 0755 as its own, and
 // root then wrote there).
 func TestCheckStateDirRefusesWhatOthersControl(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the directories belong to another user")
-	}
+	testenv.RequireRoot(t, "the directories belong to another user")
 	base := t.TempDir()
 	fresh := filepath.Join(base, "fresh", "freeze")
 	if err := CheckStateDir(fresh); err != nil {
@@ -47,9 +46,7 @@ func TestCheckStateDirRefusesWhatOthersControl(t *testing.T) {
 // FIFO (on b1884f8 a run blocked on it before containment), and a file
 // of theirs.
 func TestNewRefusesWhatIsPlantedAtTheName(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the planted files belong to another user")
-	}
+	testenv.RequireRoot(t, "the planted files belong to another user")
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")
 	os.WriteFile(victim, []byte("root's\n"), 0o600)

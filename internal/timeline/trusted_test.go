@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"errors"
+	"freeze/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,9 +19,7 @@ const nobodyUID = 65534
 // b1884f8 restore read all of them (the FIFO hung it, the others were
 // acted on).
 func TestReadTrustedRefusesWhatAnotherUserControls(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the files belong to another user")
-	}
+	testenv.RequireRoot(t, "the files belong to another user")
 	dir := t.TempDir()
 	good := `{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"stage":0,"step":"start","msg":"x"}` + "\n"
 	write := func(name string, mode os.FileMode, uid int) string {

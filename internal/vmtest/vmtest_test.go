@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"freeze/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,16 +54,11 @@ type boot struct {
 // from internal/vmtest/fetch-kernels; set FREEZE_VM_CACHE to its
 // directory (.ci/run does).
 func TestKernelMatrix(t *testing.T) {
+	testenv.RequireVM(t)
 	cache := os.Getenv("FREEZE_VM_CACHE")
-	if cache == "" {
-		t.Skip("FREEZE_VM_CACHE is not set: run 'internal/vmtest/fetch-kernels DIR', then FREEZE_VM_CACHE=DIR go test ./internal/vmtest (as .ci/run does)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the suite inside runs as root, and building its tree reads root's tools")
-	}
 	qemu, err := exec.LookPath("qemu-system-x86_64")
 	if err != nil {
-		t.Skip("no qemu-system-x86_64: install Debian's qemu-system-x86")
+		t.Fatal(err)
 	}
 	boots := kernels(t, cache)
 	// FREEZE_VM_ONLY=REGEXP boots only the kernels whose names match (by
@@ -280,7 +276,7 @@ var required = map[string][]string{
 }
 
 // systemdSteps are the systemd suite's steps.
-var systemdSteps = []string{"sd-guard", "sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-revoke-home", "run-v2",
+var systemdSteps = []string{"sd-guard", "sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-revoke-home", "sd-tasksmax", "run-v2",
 	"sd-watchdog", "sd-security", "leftovers"}
 
 func check(t *testing.T, b boot, r *result) {
@@ -292,7 +288,7 @@ func check(t *testing.T, b boot, r *result) {
 		checkShort(t, b, r)
 		return
 	}
-	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn",
+	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn", "drill-cgroup2-tree",
 		"gate-auto", "gate-tp_btf", "stop-order", "stop-fs", "run-v2", "leftovers"}
 	if b.systemd {
 		steps = systemdSteps
@@ -326,6 +322,7 @@ func check(t *testing.T, b boot, r *result) {
 	if b.systemd {
 		return
 	}
+	checkCap(t, b, r, "drill-cgroup2-tree")
 	// The drills: the gate, with no fallback. Auto holds the chain with
 	// the stop, and loads the refusing form only when it is wanted (a
 	// hold, or a second kill round), so its drill attaches as tp_btf's.
@@ -400,6 +397,7 @@ func checkShort(t *testing.T, b boot, r *result) {
 			t.Errorf("%s: step %s failed (rc=%d):\n%s", b.name, s, rc, tail(r.lines[s], 40))
 		}
 	}
+	checkCap(t, b, r, "drill-cgroup2-tree", "drill-overlay-cgroup2")
 	anyForm := false
 	for _, f := range forms {
 		step := "drill-" + f.word + "-tree"
@@ -452,6 +450,38 @@ func checkShort(t *testing.T, b boot, r *result) {
 	}
 }
 
+// checkCap reads each cgroup2 drill's cap line: the cap's pids.current
+// never passed its pids.max, and the chain's total stayed near the
+// drill's size (300, the suite's literal). A freeze that moves the chain
+// out of its cap frees slots that the chain refills: on Debian's 7.2 the
+// total reached 1,157.
+func checkCap(t *testing.T, b boot, r *result, steps ...string) {
+	t.Helper()
+	for _, s := range steps {
+		var m []string
+		for _, l := range r.lines[s] {
+			if mm := capRE.FindStringSubmatch(l); mm != nil {
+				m = mm
+			}
+		}
+		if m == nil {
+			t.Errorf("%s: %s printed no cap line:\n%s", b.name, s, tail(r.lines[s], 20))
+			continue
+		}
+		max, _ := strconv.Atoi(m[1])
+		peak, _ := strconv.Atoi(m[2])
+		total, _ := strconv.Atoi(m[3])
+		if peak > max {
+			t.Errorf("%s: %s: the cap's peak %d passed its pids.max %d", b.name, s, peak, max)
+		}
+		if total > 400 {
+			t.Errorf("%s: %s: the chain totalled %d processes for a drill of 300: it refilled its cap while freeze held it", b.name, s, total)
+		}
+	}
+}
+
+var capRE = regexp.MustCompile(`cap: pids.max (\d+), peak (\d+), chain total (\d+)`)
+
 // figures are the drills' times from freeze's start: to gate attached,
 // to the fixed set, to zero (the progress lines' clock).
 func (r *result) figures() string {
@@ -459,9 +489,9 @@ func (r *result) figures() string {
 	if _, ok := r.steps["sd-guard"]; ok {
 		// The systemd boot: the drills' lines, the watchdog's restart
 		// and the unit's exposure.
-		for _, s := range []string{"sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-watchdog", "sd-security"} {
+		for _, s := range []string{"sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-tasksmax", "sd-watchdog", "sd-security"} {
 			for _, l := range r.lines[s] {
-				if strings.Contains(l, "drill passed:") || strings.HasPrefix(l, "after ") || strings.Contains(l, "Overall exposure") {
+				if strings.Contains(l, "drill passed:") || strings.HasPrefix(l, "after ") || strings.Contains(l, "Overall exposure") || strings.HasPrefix(l, "cap: ") {
 					fmt.Fprintf(&b, "  %-16s %s\n", s, l)
 				}
 			}
@@ -523,6 +553,11 @@ func (r *result) figures() string {
 		}
 		fmt.Fprintf(&b, "  %-20s method %-8s form %-18s gate attached %6s (attach held the chain after %s)  fixed set %6s  zero %6s\n", s, method, form,
 			ms(at["gate"]), held, ms(at["fixed"]), ms(at["zero"]))
+		for _, l := range r.lines[s] {
+			if m := capRE.FindString(l); m != "" {
+				fmt.Fprintf(&b, "  %-20s %s\n", "", m)
+			}
+		}
 	}
 	return b.String()
 }

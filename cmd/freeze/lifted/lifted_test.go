@@ -19,6 +19,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/proc"
 	"freeze/internal/runtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -36,9 +37,7 @@ const sampleEvery = 20 * time.Millisecond
 // started at SCHED_OTHER and waited for a relift goroutine that could
 // itself be stuck on such a thread.
 func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the lift, and the chain's pids cgroup")
-	}
+	testenv.RequireLive(t, "the lift, and the chain's pids cgroup")
 	bin := containtest.GoBinary(t, "..", "freeze", "FREEZE_TEST_BIN")
 	chain := containtest.Start(t, containtest.Spec{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000,
 		Timeout: 3 * time.Minute, Interval: 50 * time.Millisecond})

@@ -2,6 +2,7 @@ package early_test
 
 import (
 	"context"
+	"freeze/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +26,7 @@ const (
 // ordinary priority. The control: one started with a plain Start
 // inherits SCHED_RR, which is why freeze starts nothing that way.
 func TestChildrenNeverInherit(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the lift happens only as root")
-	}
+	testenv.RequireLive(t, "the lift happens only as root")
 	bin := filepath.Join(t.TempDir(), "forkcheck")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/forkcheck").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -63,9 +62,7 @@ func TestChildrenNeverInherit(t *testing.T) {
 // restore, runbook, help) is not lifted: at SCHED_RR a render of a large
 // timeline took a CPU from the machine for nothing (#24, finding 10).
 func TestFileSubcommandsAreNotLifted(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the lift happens only as root")
-	}
+	testenv.RequireLive(t, "the lift happens only as root")
 	bin := filepath.Join(t.TempDir(), "forkcheck")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/forkcheck").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -121,9 +118,7 @@ func checkThreads(t *testing.T, what, out string, want int) int {
 // environment. A subcommand that is not lifted is not lifted through
 // the stage either (#34).
 func TestTheFirstStageLiftsAndHandsOver(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the lift happens only as root")
-	}
+	testenv.RequireLive(t, "the lift happens only as root")
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		t.Skip("no cc to build the first stage")

@@ -18,6 +18,7 @@ import (
 	"freeze/internal/priority"
 	"freeze/internal/proc"
 	"freeze/internal/stop"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -34,9 +35,7 @@ func raise(t *testing.T) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the cgroup methods and the harness's pids caps write /sys/fs/cgroup")
-	}
+	testenv.RequireLive(t, "the cgroup methods and the harness's pids caps write /sys/fs/cgroup")
 }
 
 // supported skips a method this machine or this user cannot use. As an

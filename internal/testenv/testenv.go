@@ -1,0 +1,156 @@
+// Package testenv says what a test needs, and skips it with that reason
+// where it is not there: the tiers of freeze's tests, in one place.
+//
+//   - fixture: no root, no process of the machine's touched; `go test
+//     -short ./...` runs this tier alone.
+//   - root: root, but no live chain (files of another user, BPF loads).
+//   - live: real chains in real pids cgroups, capped and owned by the
+//     harness (internal/containtest), and freeze acting on them.
+//   - podman: live, in containers of a podman of the test's own.
+//   - vm: the kernel matrix, Debian's kernels under qemu.
+//
+// It must never decide a test's outcome: it only skips, and says why.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// RequireRoot skips t unless it runs as root; why says what for.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("needs root (%s)", why)
+	}
+}
+
+// RequireLive skips t unless it may start live chains as root: see
+// RequireChains, and root.
+func RequireLive(t testing.TB, why string) {
+	t.Helper()
+	RequireChains(t, why)
+	RequireRoot(t, why)
+}
+
+// RequireChains skips t unless it may start a live chain (as any user:
+// the harness caps a non-root one by RLIMIT_NPROC): not -short (the
+// fixture tier), and no armed `freeze guard --auto` of the machine's,
+// whose holds would take the test's chains at their caps. The harness
+// asks it of every chain it starts.
+func RequireChains(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("live tier, skipped by -short (%s)", why)
+	}
+	if g := AutoGuard(); g != "" {
+		t.Skipf("live tier, skipped: %s (%s)", g, why)
+	}
+}
+
+// RequirePodman skips t unless the live tier runs and podman and runc
+// are installed (.ci/run installs Debian's).
+func RequirePodman(t testing.TB, why string) {
+	t.Helper()
+	RequireLive(t, why)
+	for _, tool := range []string{"podman", "runc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (%s): install Debian's podman and runc", tool, why)
+		}
+	}
+}
+
+// RequireVM skips t unless the kernel matrix can boot: not -short, root,
+// qemu, and FREEZE_VM_CACHE naming the fetched kernels.
+func RequireVM(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("vm tier, skipped by -short")
+	}
+	if os.Getenv("FREEZE_VM_CACHE") == "" {
+		t.Skip("FREEZE_VM_CACHE is not set: run 'internal/vmtest/fetch-kernels DIR', then FREEZE_VM_CACHE=DIR go test ./internal/vmtest (as .ci/run does)")
+	}
+	RequireRoot(t, "the suite inside runs as root, and building its tree reads root's tools")
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skip("no qemu-system-x86_64: install Debian's qemu-system-x86")
+	}
+}
+
+var autoGuard struct {
+	sync.Once
+	says string
+}
+
+// AutoGuard names an armed `freeze guard --auto` that no test started
+// (none of its ancestors is a Go test binary), or "". Its holds take any
+// chain at its cap, a test's too.
+func AutoGuard() string {
+	autoGuard.Do(func() { autoGuard.says = findAutoGuard("/proc") })
+	return autoGuard.says
+}
+
+func findAutoGuard(procRoot string) string {
+	ents, _ := os.ReadDir(procRoot)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		argv := readArgv(procRoot, pid)
+		if !isAutoGuard(argv) || underATest(procRoot, pid) {
+			continue
+		}
+		return fmt.Sprintf("an armed freeze guard --auto of the machine's (pid %d: %s) holds chains at their caps, the tests' too; stop it to run this tier", pid, strings.Join(argv, " "))
+	}
+	return ""
+}
+
+// isAutoGuard: a freeze binary's argv with the guard subcommand and
+// --auto.
+func isAutoGuard(argv []string) bool {
+	if len(argv) < 2 || !strings.HasPrefix(filepath.Base(argv[0]), "freeze") {
+		return false
+	}
+	guard, auto := false, false
+	for _, a := range argv[1:] {
+		guard = guard || a == "guard"
+		auto = auto || a == "--auto" || strings.HasPrefix(a, "--auto=") && a != "--auto=false"
+	}
+	return guard && auto
+}
+
+// underATest: one of pid's ancestors runs a Go test binary (NAME.test).
+func underATest(procRoot string, pid int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		exe, _ := os.Readlink(filepath.Join(procRoot, strconv.Itoa(pid), "exe"))
+		if strings.HasSuffix(strings.TrimSuffix(exe, " (deleted)"), ".test") {
+			return true
+		}
+		b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ppid: comm may hold spaces and parentheses.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 2 {
+			return false
+		}
+		pid, _ = strconv.Atoi(f[1])
+	}
+	return false
+}
+
+func readArgv(procRoot string, pid int) []string {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "cmdline"))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
