@@ -74,6 +74,7 @@ func newPidsCap(name string, max int) (*pidsCap, error) {
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoCap, err)
 	}
+	note("group", c.dir)
 	if err := c.setMax(max); err != nil {
 		os.Remove(c.dir)
 		return nil, fmt.Errorf("%w: set pids.max: %v", errNoCap, err)

@@ -212,6 +212,12 @@ func (c *Chain) install(t testing.TB, s Spec, src string) string {
 	if err := copyExecutable(src, leader); err != nil {
 		t.Fatal(err)
 	}
+	// Should the test binary die without its cleanups, the sentinel
+	// kills what runs these files (each in the test's own directory).
+	note("exe", leader)
+	if leader != c.Path {
+		note("exe", c.Path)
+	}
 	if s.Shape != Run || s.Reap {
 		// Not for a command unless asked (Spec.Reap): its name may be
 		// that of a program another test runs and waits for itself.
@@ -696,7 +702,11 @@ func newV2Group(name string) (string, error) {
 	self, _ := os.ReadFile("/proc/self/cgroup")
 	_, v2 := ownCgroups(self)
 	dir := filepath.Join(mount, v2, name)
-	return dir, os.Mkdir(dir, 0o755)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return dir, err
+	}
+	note("group", dir)
+	return dir, nil
 }
 
 // waitEmpty waits until the v2 group dir reports no live member
