@@ -52,12 +52,13 @@ func TestPathOfADeletedBinary(t *testing.T) {
 func TestDryRunListsTheSetAndLookAlikes(t *testing.T) {
 	testenv.RequireLive(t, "the harness's pids cgroup")
 	bin := buildFreeze(t)
-	idle := filepath.Join(t.TempDir(), "sleep")
+	// A name of this test's own: the look-alike line goes by name.
+	idle := filepath.Join(t.TempDir(), "dryidle")
 	if err := exefile.Copy("/bin/sleep", idle); err != nil {
 		t.Fatal(err)
 	}
 	// The harness runs its own copy of sleep, in its test cache.
-	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 20, HopCap: 1, Timeout: 120 * time.Second, Command: []string{"/bin/sleep", "60"}})
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Name: "dryidle", Cap: 20, HopCap: 1, Timeout: 120 * time.Second, Command: []string{"/bin/sleep", "60"}})
 	running := c.Path
 	for end := time.Now().Add(20 * time.Second); runningExe(running) < 1 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 	}
@@ -72,7 +73,7 @@ func TestDryRunListsTheSetAndLookAlikes(t *testing.T) {
 	if out := dry(running); !strings.Contains(out, "would act on pid "+strconv.Itoa(c.Leader)+" (parent ") || !strings.Contains(out, "by path): "+running) {
 		t.Errorf("the dry run of %s does not list pid %d:\n%s", running, c.Leader, out)
 	}
-	if out := dry(idle); !strings.Contains(out, "not matched: sleep also runs as "+running+" (1 process), a different file: left alone") {
+	if out := dry(idle); !strings.Contains(out, "not matched: dryidle also runs as "+running+" (1 process), a different file: left alone") {
 		t.Errorf("the dry run of %s does not name the look-alike at %s:\n%s", idle, running, out)
 	}
 	if n := runningExe(running); n != 1 {

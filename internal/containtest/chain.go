@@ -183,7 +183,10 @@ func checkSpec(t testing.TB, s Spec) Spec {
 		t.Fatal("containtest: only a Shape Run program may start lifted, never a runaway chain")
 	}
 	if s.Name == "" {
-		s.Name = "chain"
+		// A name no other test's chain, and no process of the machine's,
+		// has: a look-alike line, a census row or a hint that goes by a
+		// file's name sees only this chain (a comm keeps 15 bytes).
+		s.Name = fmt.Sprintf("chain%d-%d", os.Getpid()%100000, seq.Add(1))
 		if s.Shape == Run {
 			s.Name = filepath.Base(s.Command[0])
 		}
@@ -368,6 +371,14 @@ func (c *Chain) InGroup() []int {
 	}
 	pids, _ := c.cap.members()
 	return pids
+}
+
+// CapDir is the chain's capped pids group ("" under RLIMIT_NPROC).
+func (c *Chain) CapDir() string {
+	if c.cap == nil {
+		return ""
+	}
+	return c.cap.dir
 }
 
 // Members counts the tasks listed in the chain's cgroup (zombies are not

@@ -3,6 +3,7 @@ package containtest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,7 +147,7 @@ func TestChurnLeavesNothingBehind(t *testing.T) {
 		reap()
 		zombies := 0
 		for _, pid := range children() {
-			if comm, st, ok := commState(pid); ok && st == 'Z' && comm == "chain" {
+			if comm, st, ok := commState(pid); ok && st == 'Z' && comm == filepath.Base(c.Path) {
 				zombies++
 			}
 		}

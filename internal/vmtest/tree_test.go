@@ -209,6 +209,8 @@ func systemdTree(t *testing.T, common string) string {
 	}
 	bins := map[string]string{"/lib/systemd/systemd": "lib/systemd/systemd", "/lib/systemd/systemd-journald": "lib/systemd/systemd-journald",
 		"/bin/systemctl": "bin/systemctl", "/usr/bin/systemd-analyze": "usr/bin/systemd-analyze",
+		// systemd-run: the TasksMax step's service.
+		"/usr/bin/systemd-run": "usr/bin/systemd-run",
 		// util-linux's setpriv: the revoke step runs its chain as uid 1000
 		// (busybox's setpriv sets no uid).
 		"/usr/bin/setpriv": "usr/bin/setpriv"}

@@ -269,6 +269,8 @@ var required = map[string][]string{
 	"stop-order": {"TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn"},
 	"stop-fs": {"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf", "TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf-procscan",
 		"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/btrfs/bpf", "TestHoldThenRunReusesOneGroup/bpf"},
+	// cgroup2 holds a chain at its cap of 300 without freeing a slot.
+	"cap-cgroup2": {"TestCgroup2HoldsAChainAtItsCap"},
 	// freeze run on cgroup v2 (the fork bomb's test checks the kind).
 	"run-v2": {"TestRunLeavesNothingOfASessionEscape", "TestRunNamesALeftoversPort", "TestRunCapStopsAForkBomb",
 		"TestRunPassesTheStatusThrough", "TestRunSIGTERMLeavesNothing", "TestRunSIGTERMAtTheCommandsStartLeavesNothing",
@@ -276,7 +278,7 @@ var required = map[string][]string{
 }
 
 // systemdSteps are the systemd suite's steps.
-var systemdSteps = []string{"sd-guard", "sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-revoke-home", "sd-tasksmax", "run-v2",
+var systemdSteps = []string{"sd-guard", "sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-revoke-home", "sd-tasksmax", "cap-cgroup2", "run-v2",
 	"sd-watchdog", "sd-security", "leftovers"}
 
 func check(t *testing.T, b boot, r *result) {
@@ -288,7 +290,7 @@ func check(t *testing.T, b boot, r *result) {
 		checkShort(t, b, r)
 		return
 	}
-	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn", "drill-cgroup2-tree",
+	steps := []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn", "drill-cgroup2-tree", "cap-cgroup2",
 		"gate-auto", "gate-tp_btf", "stop-order", "stop-fs", "run-v2", "leftovers"}
 	if b.systemd {
 		steps = systemdSteps
@@ -303,7 +305,7 @@ func check(t *testing.T, b boot, r *result) {
 		}
 	}
 	for s, tests := range required {
-		if b.systemd && s != "run-v2" {
+		if b.systemd && s != "run-v2" && s != "cap-cgroup2" {
 			continue // the gate's steps are not the systemd suite's
 		}
 		for _, name := range tests {
@@ -388,7 +390,7 @@ func (r *result) loads(needs []string) (bool, string) {
 // run's fork bomb pass: by the gate where any form loads.
 func checkShort(t *testing.T, b boot, r *result) {
 	t.Helper()
-	for _, s := range []string{"drill-auto-tree", "drill-cgroup2-tree", "drill-overlay-cgroup2", "drill-overlay-auto", "stop-order", "stop-fs", "run-v2", "leftovers"} {
+	for _, s := range []string{"drill-auto-tree", "drill-cgroup2-tree", "drill-overlay-cgroup2", "drill-overlay-auto", "cap-cgroup2", "stop-order", "stop-fs", "run-v2", "leftovers"} {
 		rc, ok := r.steps[s]
 		switch {
 		case !ok:
@@ -434,6 +436,9 @@ func checkShort(t *testing.T, b boot, r *result) {
 			t.Errorf("%s: %s did not pass", b.name, name)
 		}
 	}
+	if !strings.Contains(strings.Join(r.lines["cap-cgroup2"], "\n"), "--- PASS: TestCgroup2HoldsAChainAtItsCap") {
+		t.Errorf("%s: cgroup2 at the chain's cap did not pass:\n%s", b.name, tail(r.lines["cap-cgroup2"], 30))
+	}
 	if !strings.Contains(strings.Join(r.lines["run-v2"], "\n"), "--- PASS: TestRunCapStopsAForkBomb") {
 		t.Errorf("%s: freeze run's fork bomb test did not pass:\n%s", b.name, tail(r.lines["run-v2"], 30))
 	}
@@ -451,10 +456,11 @@ func checkShort(t *testing.T, b boot, r *result) {
 }
 
 // checkCap reads each cgroup2 drill's cap line: the cap's pids.current
-// never passed its pids.max, and the chain's total stayed near the
-// drill's size (300, the suite's literal). A freeze that moves the chain
-// out of its cap frees slots that the chain refills: on Debian's 7.2 the
-// total reached 1,157.
+// never passed its pids.max, and the chain's total stayed within twice
+// the drill's size (300, the suite's literal: the chain may grow on
+// until freeze holds it; 300-348 in place on Debian's 7.2). A freeze that
+// moves the chain out of its cap frees slots that the chain refills: on
+// Debian's 7.2 the total reached 1,157.
 func checkCap(t *testing.T, b boot, r *result, steps ...string) {
 	t.Helper()
 	for _, s := range steps {
@@ -474,7 +480,7 @@ func checkCap(t *testing.T, b boot, r *result, steps ...string) {
 		if peak > max {
 			t.Errorf("%s: %s: the cap's peak %d passed its pids.max %d", b.name, s, peak, max)
 		}
-		if total > 400 {
+		if total > 600 {
 			t.Errorf("%s: %s: the chain totalled %d processes for a drill of 300: it refilled its cap while freeze held it", b.name, s, total)
 		}
 	}
@@ -489,7 +495,7 @@ func (r *result) figures() string {
 	if _, ok := r.steps["sd-guard"]; ok {
 		// The systemd boot: the drills' lines, the watchdog's restart
 		// and the unit's exposure.
-		for _, s := range []string{"sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-tasksmax", "sd-watchdog", "sd-security"} {
+		for _, s := range []string{"sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-tasksmax", "cap-cgroup2", "sd-watchdog", "sd-security"} {
 			for _, l := range r.lines[s] {
 				if strings.Contains(l, "drill passed:") || strings.HasPrefix(l, "after ") || strings.Contains(l, "Overall exposure") || strings.HasPrefix(l, "cap: ") {
 					fmt.Fprintf(&b, "  %-16s %s\n", s, l)
@@ -504,6 +510,11 @@ func (r *result) figures() string {
 			fmt.Fprintf(&b, "  %s\n", l[i+len("machine:   BPF "):])
 		} else if i := strings.Index(l, "machine: method bpf: "); i >= 0 {
 			fmt.Fprintf(&b, "  gate: %s\n", l[i+len("machine: method bpf: "):])
+		}
+	}
+	for _, l := range r.lines["cap-cgroup2"] {
+		if m := capRE.FindString(l); m != "" {
+			fmt.Fprintf(&b, "  %-20s %s (a chain at its cap, by cgroup2)\n", "cap-cgroup2", m)
 		}
 	}
 	var drills []string

@@ -111,14 +111,8 @@ func checkDecoy(t *testing.T, d *containtest.Chain) {
 
 func noGroupLeft(t *testing.T, spec match.Spec) {
 	t.Helper()
-	name := freeze.GroupName(spec)
-	if mount, err := freeze.Cgroup2Mount(); err == nil {
-		if _, err := os.Stat(filepath.Join(mount, name)); err == nil {
-			t.Errorf("cgroup %s left behind", filepath.Join(mount, name))
-		}
-	}
-	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/freezer", name)); err == nil {
-		t.Errorf("freezer group %s left behind", name)
+	for _, d := range freeze.GroupDirs(freeze.GroupName(spec)) {
+		t.Errorf("group %s left behind", d)
 	}
 }
 
