@@ -215,19 +215,8 @@ func runningAny(exes []string) []int {
 	return out
 }
 
-func walkDeepFirst(dir string) []string {
-	var out []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			out = append(out, p)
-		}
-		return nil
-	})
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	return out
-}
+// walkDeepFirst lists dir and the groups below it, deepest first.
+func walkDeepFirst(dir string) []string { return (&pidsCap{dir: dir}).dirs() }
 
 func readProcs(dir string) []int {
 	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))

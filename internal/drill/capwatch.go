@@ -32,9 +32,10 @@ func (s CapSample) String() string {
 // line asks (a refill of one slot takes a fork, milliseconds).
 const capEvery = 10 * time.Millisecond
 
-// watchCap samples dir's pids.current and processes every capEvery until
-// the returned stop is called, which gives the sample.
-func watchCap(dir string) (stop func() CapSample) {
+// WatchCap samples dir's pids.current and the pids in dir and every group
+// below it every capEvery until the returned stop is called, which gives
+// the sample (the drill's cap line; the live tests' too).
+func WatchCap(dir string) (stop func() CapSample) {
 	var s CapSample
 	s.Max, _ = readInt(filepath.Join(dir, "pids.max"))
 	seen := map[string]bool{}

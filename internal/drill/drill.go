@@ -201,7 +201,7 @@ func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	spec := match.Spec{Targets: []match.Target{tg}}
 	var stopWatch func() CapSample
 	if ch.capDir != "" {
-		stopWatch = watchCap(ch.capDir)
+		stopWatch = WatchCap(ch.capDir)
 	}
 	practise(c, spec, ch.path, rec, &rep, say)
 	if stopWatch != nil {

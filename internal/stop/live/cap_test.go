@@ -1,15 +1,11 @@
 package live_test
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/drill"
 	"freeze/internal/freeze"
 	"freeze/internal/stop"
 	"freeze/internal/timeline"
@@ -38,11 +34,12 @@ func TestNoMethodFreesASlotUnderTheCap(t *testing.T) {
 			if n := c.WaitPopulation(300, 90*time.Second); n != 300 {
 				t.Fatalf("chain reached %d of its cap of 300", n)
 			}
-			stopSampling := sampleCap(c.CapDir())
+			stopSampling := drill.WatchCap(c.CapDir())
 			rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
 			out, err := stop.Run(config(t, m, c.Path), rec)
-			peak, total := stopSampling()
-			t.Logf("cap: pids.max 300, peak %d, chain total %d", peak, total)
+			cs := stopSampling()
+			peak, total := cs.Peak, cs.Total
+			t.Logf("%s", cs)
 			if err != nil || out.Kind != stop.Zero {
 				t.Fatalf("stop order: %v (%v)", out.Kind, err)
 			}
@@ -58,47 +55,5 @@ func TestNoMethodFreesASlotUnderTheCap(t *testing.T) {
 				t.Fatalf("%d alive after the stop order", len(left))
 			}
 		})
-	}
-}
-
-// sampleCap reads dir's pids.current and the pids in dir and every group
-// below it every 10 ms until the returned stop, which gives the highest
-// pids.current and the number of distinct pids seen.
-func sampleCap(dir string) (stop func() (peak, total int)) {
-	seen := map[string]bool{}
-	peak := 0
-	look := func() {
-		b, _ := os.ReadFile(filepath.Join(dir, "pids.current"))
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > peak {
-			peak = n
-		}
-		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-				for _, f := range strings.Fields(string(b)) {
-					seen[f] = true
-				}
-			}
-			return nil
-		})
-	}
-	look()
-	done, over := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(over)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(10 * time.Millisecond):
-				look()
-			}
-		}
-	}()
-	var once sync.Once
-	return func() (int, int) {
-		once.Do(func() { close(done) })
-		<-over
-		return peak, len(seen)
 	}
 }
