@@ -208,8 +208,17 @@ func (g *cgroup2Group) Place(res match.Result) error {
 	for _, p := range res.Procs {
 		chain[p.PID] = true
 	}
+	// Only what no place holds yet: a round's scan of thousands reads
+	// the cgroup file of the newcomers alone.
+	inside, err := g.Snapshot()
+	if err != nil {
+		return err
+	}
 	occupied := map[string]bool{}
 	for _, p := range res.Procs {
+		if inside(p) {
+			continue
+		}
 		rel, err := g.fs.CgroupV2(p.PID)
 		if err != nil {
 			continue // gone: the round counts it
