@@ -268,7 +268,7 @@ var required = map[string][]string{
 		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid", "TestGateKillEmptiesASpinningChain"},
 	"stop-order": {"TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn"},
 	"stop-fs": {"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf", "TestStopOrderReachesZeroOnOverlayfsAndBtrfs/overlayfs/bpf-procscan",
-		"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/btrfs/bpf", "TestHoldThenRunReusesOneGroup/bpf"},
+		"TestStopOrderReachesZeroOnOverlayfsAndBtrfs/btrfs/bpf", "TestHoldThenRunReusesOneGroup/bpf", "TestHoldThenRunReusesOneGroup/cgroup2"},
 	// cgroup2 holds a chain at its cap of 300 without freeing a slot
 	// (the gate's case is run too, and passes where the gate loads).
 	"cap-cgroup2": {"TestNoMethodFreesASlotUnderTheCap/cgroup2"},
