@@ -1,6 +1,9 @@
 package live_test
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,3 +60,67 @@ func TestNoMethodFreesASlotUnderTheCap(t *testing.T) {
 		})
 	}
 }
+
+// In place, on this kernel: a chain alone in a v2 group of its own is
+// held by freezing that group itself, with nothing moved (its
+// cgroup.procs still lists the whole chain), and marked as freeze's; the
+// finishing run reuses it, kills the chain, gives the group back the
+// cgroup.freeze it had and removes the mark. freeze's own group is never
+// made at the hierarchy's top.
+func TestCgroup2HoldsAChainInItsOwnGroup(t *testing.T) {
+	requireRoot(t)
+	supported(t, freeze.Cgroup2)
+	raise(t)
+	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 200, HopCap: 1000000, Timeout: 300 * time.Second, V2Group: true})
+	if n := c.WaitPopulation(200, 90*time.Second); n != 200 {
+		t.Fatalf("chain reached %d of 200", n)
+	}
+	own := c.V2Dir()
+	before := procsOf(t, own)
+	cfg := config(t, freeze.Cgroup2, c.Path)
+	cfg.Hold = true
+	rec, _ := timeline.New("", nil)
+	out, err := stop.Run(cfg, rec)
+	if err != nil || out.Kind != stop.Held {
+		t.Fatalf("hold: %+v %v", out, err)
+	}
+	if out.Group.Where() != own {
+		t.Fatalf("held in %s, want the chain's own group %s, frozen in place", out.Group.Where(), own)
+	}
+	if b, _ := os.ReadFile(filepath.Join(own, "cgroup.freeze")); strings.TrimSpace(string(b)) != "1" {
+		t.Fatalf("%s/cgroup.freeze reads %q: not frozen in place", own, b)
+	}
+	if after := procsOf(t, own); len(after) < len(before) {
+		t.Fatalf("%s listed %d, now %d: something moved out", own, len(before), len(after))
+	}
+	name := freeze.GroupName(cfg.Spec)
+	if _, err := os.Stat(filepath.Join(own, name)); err != nil {
+		t.Fatalf("no mark %s in the group frozen in place: %v", name, err)
+	}
+	if mount, _ := freeze.Cgroup2Mount(); fileThere(filepath.Join(mount, name)) {
+		t.Fatalf("a group at the top was made: %s", filepath.Join(mount, name))
+	}
+	cfg.Hold = false
+	rec2, _ := timeline.New("", nil)
+	out2, err := stop.Run(cfg, rec2)
+	if err != nil || out2.Kind != stop.Zero || !out2.Group.Reused() {
+		t.Fatalf("finishing run: %v reused %v (%v)", out2.Kind, out2.Group != nil && out2.Group.Reused(), err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(own, "cgroup.freeze")); strings.TrimSpace(string(b)) != "0" {
+		t.Fatalf("%s/cgroup.freeze reads %q after the finishing run: not given back", own, b)
+	}
+	if fileThere(filepath.Join(own, name)) {
+		t.Fatalf("the mark %s is left in %s", name, own)
+	}
+}
+
+func procsOf(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
+}
+
+func fileThere(p string) bool { _, err := os.Stat(p); return err == nil }
