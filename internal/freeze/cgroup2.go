@@ -219,7 +219,7 @@ func (g *cgroup2Group) Place(res match.Result) error {
 		if inside(p) {
 			continue
 		}
-		rel, err := g.fs.CgroupV2(p.PID)
+		rel, err := g.groupOf(p.PID, p.PPID)
 		if err != nil {
 			continue // gone: the round counts it
 		}
@@ -259,6 +259,26 @@ func (g *cgroup2Group) placeFor(rel string, chain map[int]bool) (*place, error) 
 		return g.inPlace(dir, why)
 	}
 	return g.nest(dir, "", chainless(dir))
+}
+
+// groupOf is the group pid runs in, as /proc/PID/cgroup names it; for a
+// process that reads as the root group while its parent does not, its
+// parent's. A child is listed in /proc before the kernel gives it its
+// cgroup (copy_process: attach_pid, then cgroup_post_fork; until then it
+// reads init_css_set, the root), so a chain caught forking shows
+// newborns "in the root": sent to a group at the top, each would take
+// the charge it is about to get out of the chain's cap (seen: 2 of a
+// drill's 307 in Debian's 7.2 under TCG). A child is born in its
+// parent's group (but for CLONE_INTO_CGROUP), where its place is.
+func (g *cgroup2Group) groupOf(pid, ppid int) (string, error) {
+	rel, err := g.fs.CgroupV2(pid)
+	if err != nil || rel != "/" || ppid <= 1 {
+		return rel, err
+	}
+	if prel, err := g.fs.CgroupV2(ppid); err == nil && prel != "/" {
+		return prel, nil
+	}
+	return rel, nil
 }
 
 // resolve turns a group as /proc/PID/cgroup names it into a directory
@@ -364,7 +384,11 @@ func (g *cgroup2Group) Snapshot() (func(match.Proc) bool, error) {
 // place (made now if its group is new to the run: nested, since nothing
 // says what else that group holds).
 func (g *cgroup2Group) Move(h *proc.Handle) error {
-	rel, err := g.fs.CgroupV2(h.PID)
+	ppid := 0
+	if st, err := g.fs.ReadStat(h.PID); err == nil {
+		ppid = st.PPID
+	}
+	rel, err := g.groupOf(h.PID, ppid)
 	if err != nil {
 		return err
 	}
