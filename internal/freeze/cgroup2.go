@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -214,25 +213,28 @@ func (g *cgroup2Group) Place(res match.Result) error {
 	if err != nil {
 		return err
 	}
-	occupied := map[string]bool{}
+	// Each group as soon as it is seen: a chain's one group is frozen
+	// after one read, not after the cgroup file of every match (3.5 s for
+	// 300 under emulation, while the chain grew by 47).
+	seen := map[string]bool{}
 	for _, p := range res.Procs {
 		if inside(p) {
 			continue
 		}
 		rel, err := g.groupOf(p.PID, p.PPID)
-		if err != nil {
-			continue // gone: the round counts it
+		if err != nil || seen[rel] {
+			continue // gone (the round counts it), or placed already
 		}
-		occupied[rel] = true
-	}
-	rels := make([]string, 0, len(occupied))
-	for rel := range occupied {
-		rels = append(rels, rel)
-	}
-	sort.Strings(rels)
-	for _, rel := range rels {
-		if _, err := g.placeFor(rel, chain); err != nil {
+		seen[rel] = true
+		pl, err := g.placeFor(rel, chain)
+		if err != nil {
 			return err
+		}
+		if pl.inPlace {
+			// What the group holds is inside now.
+			if inside, err = g.Snapshot(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
