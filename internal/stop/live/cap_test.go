@@ -97,8 +97,8 @@ func TestCgroup2HoldsAChainInItsOwnGroup(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(own, name)); err != nil {
 		t.Fatalf("no mark %s in the group frozen in place: %v", name, err)
 	}
-	if mount, _ := freeze.Cgroup2Mount(); fileThere(filepath.Join(mount, name)) {
-		t.Fatalf("a group at the top was made: %s", filepath.Join(mount, name))
+	if dirs := freeze.GroupDirs(name); len(dirs) != 1 || dirs[0] != filepath.Join(own, name) {
+		t.Fatalf("freeze's groups %v, want only the mark in %s", dirs, own)
 	}
 	cfg.Hold = false
 	rec2, _ := timeline.New("", nil)
