@@ -22,9 +22,14 @@ const helperOut = "CONTAINTEST_HELPER_OUT"
 // internal/stop/live, killed by an outer timeout).
 func TestAKilledTestBinaryLeavesNoChain(t *testing.T) {
 	testenv.RequireLive(t, "the chain's pids cgroup and the sentinel's sweep")
-	out := filepath.Join(t.TempDir(), "helper")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "helper")
 	cmd := exec.Command("/proc/self/exe", "-test.run", "^TestHelperStartsAChainAndWaits$", "-test.timeout", "5m")
-	cmd.Env = append(os.Environ(), helperOut+"="+out)
+	// The helper is killed and runs no cleanup: its temporary
+	// directories (its t.TempDir, the chain's build, its run directory)
+	// go under this test's, which this test's cleanup removes. Before,
+	// each run left two under /tmp.
+	cmd.Env = append(os.Environ(), helperOut+"="+out, "TMPDIR="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
