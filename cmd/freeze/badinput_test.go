@@ -14,6 +14,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runtest"
+	"freeze/internal/show"
 	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
@@ -85,7 +86,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"relative path", sh(`cd "$1" && exec "$2" --path badinput`, cache, bin), 2,
 			// The chain runs: the hint names it, with its count, and the command (#27).
-			[]string{`error: --path "badinput" is not absolute`, `hint: running now: ` + regexp.QuoteMeta(chain.Path) + ` \(50 processes\): freeze --path ` + regexp.QuoteMeta(match.ShellQuote(chain.Path))}},
+			[]string{`error: --path "badinput" is not absolute`, `hint: running now: ` + regexp.QuoteMeta(chain.Path) + ` \(50 processes\): freeze --path ` + regexp.QuoteMeta(show.Shell(chain.Path))}},
 		{"missing file", []string{bin, "--path", cache + "/missing"}, 2, []string{`error: --path .*/missing: no such file`}},
 		{"directory", []string{bin, "--path", cache}, 2, []string{`not a regular file \(it is a directory\)`, `use --under`}},
 		{"unknown flag", []string{bin, "--path", chain.Path, "--frezze"}, 2, []string{`error: unknown flag: --frezze`, `hint: see 'freeze --help'`}},

@@ -12,11 +12,11 @@ import (
 
 	"freeze/internal/census"
 	"freeze/internal/guard"
-	"freeze/internal/match"
 	"freeze/internal/metrics"
 	"freeze/internal/order"
 	"freeze/internal/proc"
 	"freeze/internal/say"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -116,7 +116,7 @@ func runCensus(o out, args []string) int {
 // paths the container's owner may name: printed on one line.
 func where(row census.Row) string {
 	if p := row.Place(); !p.Host() {
-		return "  in " + match.OneLine(p.String())
+		return "  in " + show.Term(p.String())
 	}
 	return ""
 }
@@ -125,22 +125,22 @@ func where(row census.Row) string {
 // suspects, the ports held open, and the command for the top suspect.
 func printCensus(o out, r *census.Report) {
 	w := o.Stdout
-	fmt.Fprintln(w, r.Verdict)
-	fmt.Fprintln(w, r.PidLine)
+	fmt.Fprintln(w, show.Term(r.Verdict))
+	fmt.Fprintln(w, show.Term(r.PidLine))
 	if r.MemLine != "" {
 		fmt.Fprintln(w, r.MemLine)
 	}
 	if t := r.Tightest; t != nil && t.Max > 0 && t.Current >= t.Max {
-		fmt.Fprintf(w, "pids cgroup %s is at its cap: %d of pids.max %d -- every fork in it fails; what runs there is below\n", match.OneLine(t.Path), t.Current, t.Max)
+		fmt.Fprintf(w, "pids cgroup %s is at its cap: %d of pids.max %d -- every fork in it fails; what runs there is below\n", show.Term(t.Path), t.Current, t.Max)
 	} else if t != nil && t.Ratio >= 0.9 {
-		fmt.Fprintf(w, "pids cgroup %s is near its cap: %d of pids.max %d\n", match.OneLine(t.Path), t.Current, t.Max)
+		fmt.Fprintf(w, "pids cgroup %s is near its cap: %d of pids.max %d\n", show.Term(t.Path), t.Current, t.Max)
 	}
 	fmt.Fprintf(w, "\n%d processes; top %d executables over %s:\n", r.Total, len(r.Rows), timeline.Dur(time.Duration(r.Sample*float64(time.Second))))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "count\torphans\tcpu%\t+new\t-gone\toldest\tpgrps\tsessions\t\texecutable")
 	for _, row := range r.Rows {
 		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%s\t%d\t%d\t\t%s\n", row.Count, row.Orphaned, row.CPUPercent, row.Appeared, row.Vanished,
-			age(row.OldestAgeS), row.Groups, row.Sessions, match.OneLine(row.Exe)+where(row))
+			age(row.OldestAgeS), row.Groups, row.Sessions, show.Term(row.Exe+where(row)))
 	}
 	tw.Flush()
 	suspects := 0
@@ -152,7 +152,7 @@ func printCensus(o out, r *census.Report) {
 			suspects++
 			// The full path: two files of one name were two suspects
 			// that read alike ("runaway: 300 copies", "runaway: 51").
-			fmt.Fprintf(w, "  %s%s: %s; processes of %s\n", match.OneLine(row.Exe), where(row), row.Reasons, timeline.Dash(row.Owners))
+			fmt.Fprintf(w, "  %s%s: %s; processes of %s\n", show.Term(row.Exe), show.Term(where(row)), show.Term(row.Reasons), show.Term(timeline.Dash(row.Owners)))
 		}
 	}
 	if suspects == 0 {
@@ -169,7 +169,7 @@ func printCensus(o out, r *census.Report) {
 				owner = "owner unknown: another user's process (run census as root)"
 			}
 			if p.PID != 0 {
-				owner = fmt.Sprintf("pid %d %s", p.PID, match.OneLine(p.Exe))
+				owner = fmt.Sprintf("pid %d %s", p.PID, show.Term(p.Exe))
 			}
 			fmt.Fprintf(w, "  %-5s %s:%d  %s\n", p.Proto, p.Addr, p.Port, owner)
 		}

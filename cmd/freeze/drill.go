@@ -10,9 +10,9 @@ import (
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
 	"freeze/internal/incident"
-	"freeze/internal/match"
 	"freeze/internal/order"
 	"freeze/internal/say"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -63,7 +63,7 @@ func runDrill(o out, args []string) int {
 	}
 	o.Sayf("in an incident here: %s --path /abs/path/of/the/runaway (this machine would use --method %s)", say.Self(), rep.WouldUse)
 	if rep.Timeline != "" {
-		o.Sayf("timeline: %s (render it with: %s timeline %s)", rep.Timeline, say.Self(), match.ShellQuote(rep.Timeline))
+		o.Sayf("timeline: %s (render it with: %s timeline %s)", rep.Timeline, say.Self(), show.Shell(rep.Timeline))
 	}
 	return exitZero
 }

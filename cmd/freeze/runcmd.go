@@ -12,8 +12,8 @@ import (
 
 	"freeze/internal/contain"
 	"freeze/internal/incident"
-	"freeze/internal/match"
 	"freeze/internal/say"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -98,7 +98,7 @@ func sayRun(o out, rep contain.Report, tl string) {
 	if rep.CapHit() {
 		o.Sayf("run: the cap fired: %d fork(s) refused at pids.max=%d (peak %d tasks)", rep.Refused, rep.Max, rep.Peak)
 		if len(rep.AtCap) > 0 {
-			o.Sayf("run: when it first fired, the group held: %s", match.OneLine(strings.Join(rep.AtCap, ", ")))
+			o.Sayf("run: when it first fired, the group held: %s", show.Term(strings.Join(rep.AtCap, ", ")))
 		}
 	}
 	status := "nothing outlived it"
@@ -154,10 +154,10 @@ func runReap(o out, dir string) int {
 			continue
 		}
 		if r.Gone {
-			o.Sayf("run --reap: %s (%s): its groups were gone already; its state file removed", r.Name, match.ShellJoin(r.Command))
+			o.Sayf("run --reap: %s (%s): its groups were gone already; its state file removed", r.Name, show.ShellJoin(r.Command))
 			continue
 		}
-		o.Sayf("run --reap: ended %s (%s): %d process(es) it left, killed; its groups removed", r.Name, match.ShellJoin(r.Command), r.Left)
+		o.Sayf("run --reap: ended %s (%s): %d process(es) it left, killed; its groups removed", r.Name, show.ShellJoin(r.Command), r.Left)
 	}
 	if len(reaped) == 0 {
 		o.Sayf("run --reap: no run whose freeze is gone")

@@ -17,6 +17,7 @@ import (
 	"freeze/internal/container"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat times; 100 on every
@@ -251,7 +252,7 @@ func command(fs proc.FS, row *Row, procs map[int]snap) string {
 		row.Reasons += "; " + why
 		return ""
 	}
-	cmd := "freeze " + scope + "--path " + match.ShellQuote(path)
+	cmd := "freeze " + scope + "--path " + show.Shell(path)
 	base := filepath.Base(path)
 	if match.IsInterpreter(base) {
 		script, share := script(fs, key, procs)
@@ -260,9 +261,9 @@ func command(fs proc.FS, row *Row, procs map[int]snap) string {
 			return cmd + " --arg SCRIPT"
 		}
 		if share < 1 {
-			row.Reasons += fmt.Sprintf("; %.0f%% of its processes run %s", 100*share, match.ShellQuote(script))
+			row.Reasons += fmt.Sprintf("; %.0f%% of its processes run %s", 100*share, show.Shell(script))
 		}
-		return cmd + " --arg " + match.ShellQuote(script)
+		return cmd + " --arg " + show.Shell(script)
 	}
 	return cmd
 }

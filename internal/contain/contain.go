@@ -26,8 +26,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 	"freeze/internal/version"
 )
@@ -199,7 +199,7 @@ func run(c Config) (Report, error) {
 		cp.remove()
 		return rep, err
 	}
-	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunStart, fmt.Sprintf("started %s as pid %d, capped by %s", match.ShellJoin(c.Command), cmd.Process.Pid, cp.why),
+	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunStart, fmt.Sprintf("started %s as pid %d, capped by %s", show.ShellJoin(c.Command), cmd.Process.Pid, cp.why),
 		timeline.RunStart{HostInfo: timeline.Host(), Version: version.Get().String(), Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs})
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()

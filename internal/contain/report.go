@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
-	"freeze/internal/match"
 	"freeze/internal/safedir"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -57,11 +57,11 @@ func (rep Report) findings() [][2]string {
 
 // JUnit is the run of command as JUnit XML.
 func (rep Report) JUnit(command []string) []byte {
-	name := "freeze run -- " + match.ShellJoin(command)
-	s := junitSuite{Name: name, Time: fmt.Sprintf("%.3f", rep.Took.Seconds())}
+	name := "freeze run -- " + show.ShellJoin(command)
+	s := junitSuite{Name: show.Term(name), Time: fmt.Sprintf("%.3f", rep.Took.Seconds())}
 	for _, fd := range rep.findings() {
-		s.Cases = append(s.Cases, junitCase{Name: fd[0], Classname: "freeze.run",
-			Failure: &junitFailure{Message: fd[0], Type: "leftover", Text: fd[1]}})
+		s.Cases = append(s.Cases, junitCase{Name: show.Term(fd[0]), Classname: "freeze.run",
+			Failure: &junitFailure{Message: show.Term(fd[0]), Type: "leftover", Text: show.Term(fd[1])}})
 	}
 	if rep.CapHit() {
 		s.Cases[len(s.Cases)-1].Failure.Type = "cap"
@@ -84,18 +84,18 @@ func (rep Report) GitHub(stdout io.Writer) error {
 	code, why := rep.Exit, rep.Why
 	fds := rep.findings()
 	for _, fd := range fds {
-		fmt.Fprintf(stdout, "::error title=%s::%s\n", ghEscape(fd[0], true), ghEscape(fd[1], false))
+		fmt.Fprintf(stdout, "::error title=%s::%s\n", show.WorkflowProperty(fd[0]), show.Workflow(fd[1]))
 	}
 	path := os.Getenv("GITHUB_STEP_SUMMARY")
 	if path == "" {
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "### freeze run: exit %d\n\n%s\n\n", code, why)
+	fmt.Fprintf(&b, "### freeze run: exit %d\n\n%s\n\n", code, show.Markdown(why))
 	if len(fds) > 0 {
 		b.WriteString("| finding | detail |\n| --- | --- |\n")
 		for _, fd := range fds {
-			fmt.Fprintf(&b, "| %s | %s |\n", mdCell(fd[0]), mdCell(fd[1]))
+			fmt.Fprintf(&b, "| %s | %s |\n", show.Markdown(fd[0]), show.Markdown(fd[1]))
 		}
 	}
 	sf, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -105,22 +105,6 @@ func (rep Report) GitHub(stdout io.Writer) error {
 	defer sf.Close()
 	_, err = sf.WriteString(b.String())
 	return err
-}
-
-// ghEscape escapes a workflow command's data (and, for a property, its
-// ':' and ',') as the runner's toolkit does.
-func ghEscape(s string, property bool) string {
-	r := strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
-	s = r.Replace(s)
-	if property {
-		s = strings.NewReplacer(":", "%3A", ",", "%2C").Replace(s)
-	}
-	return s
-}
-
-// mdCell makes a string one cell of a markdown table.
-func mdCell(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(s)
 }
 
 // ReportJSON is a run's report as --format json and --report write it,

@@ -11,10 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
-	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
 	"freeze/internal/safedir"
+	"freeze/internal/show"
 )
 
 // state is what a live run leaves in StateDir/runs, so that a run whose
@@ -176,7 +176,7 @@ func (s *state) groups() (*capped, error) {
 		ok := strings.HasPrefix(filepath.Base(d), "freeze-run-") && filepath.Base(d) == s.Name &&
 			(strings.HasPrefix(d, v1Root+"/") || strings.HasPrefix(d, freezerV1+"/") || mount != "" && strings.HasPrefix(d, mount+"/"))
 		if !ok || filepath.Clean(d) != d {
-			return nil, fmt.Errorf("state file names %s, which is not a group of freeze run's: left alone", match.ShellQuote(d))
+			return nil, fmt.Errorf("state file names %s, which is not a group of freeze run's: left alone", show.Shell(d))
 		}
 	}
 	return cp, nil

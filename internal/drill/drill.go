@@ -32,6 +32,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
@@ -269,7 +270,7 @@ func askGuard(c Config, path string, method freeze.Method, rep *Report, say func
 	var res incident.Report
 	var err error
 	if c.Via == "fifo" {
-		say(fmt.Sprintf("drill: asking the guard at %s through its FIFO: echo %s > %s", c.RunDir, match.ShellQuote(strings.Join(words, " ")), filepath.Join(c.RunDir, guard.AskName)))
+		say(fmt.Sprintf("drill: asking the guard at %s through its FIFO: echo %s > %s", c.RunDir, show.Shell(strings.Join(words, " ")), filepath.Join(c.RunDir, guard.AskName)))
 		res, err = guard.AskFIFO(c.RunDir, words, c.Timeout+30*time.Second)
 	} else {
 		say(fmt.Sprintf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", c.RunDir))

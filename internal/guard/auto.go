@@ -14,6 +14,7 @@ import (
 	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 )
 
 // Auto is the guard's automatic mode (--auto N): it holds a chain that
@@ -382,7 +383,7 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 				a.decline(g, s, v)
 				continue
 			}
-			g.c.Say(fmt.Sprintf("auto: %s in %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, match.OneLine(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
+			g.c.Say(fmt.Sprintf("auto: %s in %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, show.Term(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
 			judged := v.File
 			r := request{source: "auto", uid: -1, words: v.Words, judged: &judged, line: fmt.Sprint(v.Words), done: make(chan struct{})}
 			g.enqueue(r)
@@ -413,7 +414,7 @@ func (a *Auto) decline(g *Guard, s suspect, v Verdict) {
 	}
 	a.warned[s.key] = time.Now()
 	g.stats.declined()
-	g.c.Say(fmt.Sprintf("warning: auto: a growing chain it will not act on: %s in %s: %d alive, %d deep: %s", v.Path, match.OneLine(v.Place.String()), v.Live, v.Depth, v.Why))
+	g.c.Say(fmt.Sprintf("warning: auto: a growing chain it will not act on: %s in %s: %d alive, %d deep: %s", v.Path, show.Term(v.Place.String()), v.Live, v.Depth, v.Why))
 	l := autoLine(v)
 	l.Level, l.Attempts, l.LeftOut = "warning", 0, 0
 	g.record("auto-declined", l)

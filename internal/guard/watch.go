@@ -6,9 +6,9 @@ import (
 
 	"freeze/internal/census"
 	"freeze/internal/contain"
-	"freeze/internal/match"
 	"freeze/internal/metrics"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 )
 
 // CensusEvery is how often the guard logs one census line: after an
@@ -151,7 +151,7 @@ func (w *Watcher) Reap() {
 			l.Error = r.Err.Error()
 			w.Say(fmt.Sprintf("warning: run %s, whose freeze is gone, was not ended: %v", r.Name, r.Err))
 		default:
-			w.Say(fmt.Sprintf("reaped %s (%s): its freeze is gone; %d process(es) it left, killed; its groups removed", r.Name, match.ShellJoin(r.Command), r.Left))
+			w.Say(fmt.Sprintf("reaped %s (%s): its freeze is gone; %d process(es) it left, killed; its groups removed", r.Name, show.ShellJoin(r.Command), r.Left))
 		}
 		w.G.Record("reaped", l)
 	}

@@ -25,6 +25,7 @@ import (
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
 	"freeze/internal/say"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -190,7 +191,7 @@ func (f Flags) check(o say.Out) (freeze.Method, int) {
 	for _, d := range f.disposable {
 		if !filepath.IsAbs(d) {
 			o.Errorf("--disposable %q is not absolute", d)
-			o.Hintf("give the full path, for example --disposable %s", match.ShellQuote(say.MustAbs(d)))
+			o.Hintf("give the full path, for example --disposable %s", show.Shell(say.MustAbs(d)))
 			return "", timeline.ExitUsage
 		}
 	}
@@ -283,7 +284,7 @@ func (f Flags) pathTarget(o say.Out, p string) (match.Target, int) {
 		if derr != nil {
 			o.Errorf("--path %s: no such file, and no live process runs a deleted file of that name", p)
 			if !sayRunning(o, p) {
-				o.Hintf("check the path with ls -l %s; 'freeze census' shows what runs most", match.ShellQuote(p))
+				o.Hintf("check the path with ls -l %s; 'freeze census' shows what runs most", show.Shell(p))
 			}
 			return t, timeline.ExitUsage
 		}
@@ -294,7 +295,7 @@ func (f Flags) pathTarget(o say.Out, p string) (match.Target, int) {
 		t = d
 	case errors.Is(err, match.ErrNotRegular):
 		o.Errorf("--path %v", err)
-		o.Hintf("to match everything run from a directory, use --under %s", match.ShellQuote(p))
+		o.Hintf("to match everything run from a directory, use --under %s", show.Shell(p))
 		return t, timeline.ExitUsage
 	case err != nil:
 		o.Errorf("--path %s: %v", p, err)
@@ -319,7 +320,7 @@ func (f Flags) pathTarget(o say.Out, p string) (match.Target, int) {
 func (f Flags) underDir(o say.Out, d string) (string, int) {
 	if !filepath.IsAbs(d) {
 		o.Errorf("--under %q is not absolute", d)
-		o.Hintf("give the full path, for example --under %s", match.ShellQuote(say.MustAbs(d)))
+		o.Hintf("give the full path, for example --under %s", show.Shell(say.MustAbs(d)))
 		return "", timeline.ExitUsage
 	}
 	// Resolved, as a process's exe link reads: a symlinked --under
@@ -364,7 +365,7 @@ func sayRunning(o say.Out, name string) bool {
 		if r.Deleted {
 			what += ", of a file since deleted or replaced"
 		}
-		o.Hintf("running now: %s (%s): freeze --path %s", r.Path, what, match.ShellQuote(r.Path))
+		o.Hintf("running now: %s (%s): freeze --path %s", r.Path, what, show.Shell(r.Path))
 	}
 	return len(running) > 0
 }

@@ -13,6 +13,7 @@ import (
 	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/say"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -201,10 +202,10 @@ func reportAfter(o say.Out, rep incident.Report) {
 	if len(res.Revoked) > 0 {
 		o.Sayf("exec stays revoked on %d file(s): the binary is the bug, so nothing can start it again until it is fixed", len(res.Revoked))
 		if path != "" {
-			o.Sayf("to put the modes back: %s restore --timeline %s", say.Self(), match.ShellQuote(path))
+			o.Sayf("to put the modes back: %s restore --timeline %s", say.Self(), show.Shell(path))
 		} else {
 			for _, r := range res.Revoked {
-				o.Sayf("to put the mode back: chmod %o %s", r.Mode, match.ShellQuote(r.Path))
+				o.Sayf("to put the mode back: chmod %o %s", r.Mode, show.Shell(r.Path))
 			}
 		}
 	}
@@ -226,7 +227,7 @@ func reportAfter(o say.Out, rep incident.Report) {
 		}
 	}
 	if path != "" {
-		o.Sayf("timeline: %s (render it with: %s timeline %s)", path, say.Self(), match.ShellQuote(path))
+		o.Sayf("timeline: %s (render it with: %s timeline %s)", path, say.Self(), show.Shell(path))
 	}
 }
 
@@ -259,13 +260,13 @@ func finishArgs(f Flags, g freeze.Group) []string {
 func targetArgs(f Flags) []string {
 	var a []string
 	for _, p := range f.paths {
-		a = append(a, "--path", match.ShellQuote(p))
+		a = append(a, "--path", show.Shell(p))
 	}
 	for _, d := range f.under {
-		a = append(a, "--under", match.ShellQuote(d))
+		a = append(a, "--under", show.Shell(d))
 	}
 	for _, x := range f.args {
-		a = append(a, "--arg", match.ShellQuote(x))
+		a = append(a, "--arg", show.Shell(x))
 	}
 	return a
 }

@@ -13,6 +13,7 @@ import (
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
 	"freeze/internal/say"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -62,7 +63,7 @@ func (f Flags) scope(o say.Out) (container.Scope, []container.Member, int) {
 		} else {
 			o.Hintf("containers seen here:")
 			for _, line := range container.Describe(nf.Candidates, 10) {
-				o.Hintf("  %s", match.OneLine(line))
+				o.Hintf("  %s", show.Term(line))
 			}
 			o.Hintf("'freeze census' shows which of them holds the chain, and the command for it")
 		}
@@ -102,7 +103,7 @@ func (f Flags) containerTargets(o say.Out, p string, sc container.Scope, members
 			continue
 		}
 		seen[proc.File{Dev: t.File.Dev, Ino: t.File.Ino}] = true
-		o.Sayf("--path %s in %s: matching the file as that container holds it (device %d, inode %d), not this host's %s", p, match.OneLine(m.Place.String()), t.File.Dev, t.File.Ino, p)
+		o.Sayf("--path %s in %s: matching the file as that container holds it (device %d, inode %d), not this host's %s", p, show.Term(m.Place.String()), t.File.Dev, t.File.Ino, p)
 		if r := match.Refuse(proc.Default, t, len(f.args) > 0, f.force); r != nil {
 			o.Errorf("refused: %s", r.Rule)
 			o.Hintf("%s", r.Hint)
@@ -112,7 +113,7 @@ func (f Flags) containerTargets(o say.Out, p string, sc container.Scope, members
 	}
 	if len(ts) == 0 {
 		o.Errorf("--path %s: no regular file of that path in %s", p, sc)
-		o.Hintf("the path is as the container sees it (podman exec ID ls -l %s); or name a process's own file: --path /proc/PID/exe", match.ShellQuote(p))
+		o.Hintf("the path is as the container sees it (podman exec ID ls -l %s); or name a process's own file: --path /proc/PID/exe", show.Shell(p))
 		return nil, timeline.ExitUsage
 	}
 	return ts, 0

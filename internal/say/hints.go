@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"freeze/internal/match"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -76,12 +76,12 @@ func Options(usage string) []string {
 // (a path that does not exist helps nobody).
 func (o Out) PathHint(flag, p string) {
 	if abs := MustAbs(p); isFile(abs) {
-		o.Hintf("give the full path, for example %s %s", flag, match.ShellQuote(abs))
+		o.Hintf("give the full path, for example %s %s", flag, show.Shell(abs))
 		return
 	}
 	if !strings.Contains(p, "/") {
 		if found, err := exec.LookPath(p); err == nil {
-			o.Hintf("no %s runs now; the %s on PATH is %s: %s %s", p, p, found, flag, match.ShellQuote(MustAbs(found)))
+			o.Hintf("no %s runs now; the %s on PATH is %s: %s %s", p, p, found, flag, show.Shell(MustAbs(found)))
 			return
 		}
 	}
@@ -123,7 +123,7 @@ func Self() string {
 			return "freeze"
 		}
 	}
-	return match.ShellQuote(exe)
+	return show.Shell(exe)
 }
 
 // Format is the one output flag every command that prints a report

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"freeze/internal/incident"
-	"freeze/internal/match"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -23,22 +23,22 @@ type Out struct {
 
 // Errorf says what went wrong.
 func (o Out) Errorf(format string, a ...any) {
-	fmt.Fprintf(o.Stderr, "freeze: error: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+	fmt.Fprintf(o.Stderr, "freeze: error: %s\n", show.Term(fmt.Sprintf(format, a...)))
 }
 
 // Hintf says what to do next.
 func (o Out) Hintf(format string, a ...any) {
-	fmt.Fprintf(o.Stderr, "freeze: hint: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+	fmt.Fprintf(o.Stderr, "freeze: hint: %s\n", show.Term(fmt.Sprintf(format, a...)))
 }
 
 // Warnf says what went wrong without stopping the command.
 func (o Out) Warnf(format string, a ...any) {
-	fmt.Fprintf(o.Stderr, "freeze: warning: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+	fmt.Fprintf(o.Stderr, "freeze: warning: %s\n", show.Term(fmt.Sprintf(format, a...)))
 }
 
 // Sayf says what happened.
 func (o Out) Sayf(format string, a ...any) {
-	fmt.Fprintf(o.Stderr, "freeze: %s\n", match.OneLine(fmt.Sprintf(format, a...)))
+	fmt.Fprintf(o.Stderr, "freeze: %s\n", show.Term(fmt.Sprintf(format, a...)))
 }
 
 // Progress prints one event as a short timestamped line, with the
@@ -51,7 +51,7 @@ func (o Out) Progress(e timeline.Event) {
 	if e.Stage > 0 {
 		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, e.Stage)
 	}
-	fmt.Fprintf(o.Stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, match.OneLine(e.Msg))
+	fmt.Fprintf(o.Stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, show.Term(e.Msg))
 }
 
 // Incident is where a run's words go while it runs.

@@ -12,6 +12,7 @@ import (
 	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/rounds"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -200,7 +201,7 @@ func whereOf(res match.Result) ([]timeline.Where, string) {
 	var parts []string
 	for _, w := range where {
 		p := container.Place{Runtime: w.Runtime, ID: w.Container, Pod: w.Pod}
-		parts = append(parts, fmt.Sprintf("%s (%d)", match.OneLine(p.String()), w.Processes))
+		parts = append(parts, fmt.Sprintf("%s (%d)", show.Term(p.String()), w.Processes))
 	}
 	if len(parts) == 0 {
 		return nil, ""
@@ -215,7 +216,7 @@ func (r *run) lookAlikes() {
 	for _, t := range r.c.Spec.Targets {
 		for _, other := range match.LookAlikes(r.c.FS, t) {
 			r.rec.RecordOf(timeline.StageMatch, timeline.StepLookAlike, fmt.Sprintf("not matched: %s also runs as %s (%s), a different file: left alone; name it with --path to include it",
-				t.Basename, match.ShellQuote(other.Path), match.Count(other.Count, "process", "processes")),
+				t.Basename, show.Shell(other.Path), match.Count(other.Count, "process", "processes")),
 				timeline.LookAlike{Target: t.Path, Path: other.Path, Count: other.Count})
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/container"
-	"freeze/internal/match"
+	"freeze/internal/show"
 )
 
 // HostRun is one timeline of a fleet: one run on one host, summed up for
@@ -156,7 +156,7 @@ func (h *HostRun) take(e Event, startMS *float64) {
 		*startMS = e.ElapsedMS
 		h.Started = e.Time.UTC().Format(time.RFC3339)
 		h.Hostname, h.MachineID, h.Kernel = s.Host, s.MachineID, s.Kernel
-		h.Command = match.ShellJoin(s.Command)
+		h.Command = show.ShellJoin(s.Command)
 	case StepMatch:
 		var m Matched
 		e.Decode(&m)
@@ -363,7 +363,7 @@ func zeroBars(w io.Writer, runs []HostRun) {
 			continue
 		}
 		n := int(r.ZeroMS/slowest*chartWidth + 0.5)
-		fmt.Fprintf(w, "%-20s %9s %s\n", oneLine(r.Host), DurMS(r.ZeroMS), strings.Repeat("#", max(n, 1)))
+		fmt.Fprintf(w, "%-20s %9s %s\n", show.Term(r.Host), DurMS(r.ZeroMS), strings.Repeat("#", max(n, 1)))
 	}
 	fmt.Fprintln(w, "```")
 }
@@ -384,7 +384,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 	}
 	var counts []string
 	for k, n := range s.Outcomes {
-		counts = append(counts, fmt.Sprintf("%s %d", mdText(k), n))
+		counts = append(counts, fmt.Sprintf("%s %d", show.Markdown(k), n))
 	}
 	sort.Strings(counts)
 	fmt.Fprintf(w, "# freeze fleet postmortem: %d hosts, %d runs\n\n", s.Hosts, len(runs))
@@ -409,20 +409,20 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 	for _, r := range runs {
 		if r.Attention != "" {
 			n++
-			fmt.Fprintf(w, "- **%s**: %s (%s)\n", cell(r.Host), mdText(r.Attention), mdCode(r.File))
+			fmt.Fprintf(w, "- **%s**: %s (%s)\n", cell(r.Host), show.Markdown(r.Attention), show.MarkdownCode(r.File))
 		}
 	}
 	if n == 0 {
 		fmt.Fprintln(w, "None: every host reached zero, found nothing to match, or only looked (dry run).")
 	}
 	for _, r := range runs {
-		fmt.Fprintf(w, "\n## %s: %s\n\nFile: %s\n", cell(r.Host), cell(r.Outcome), mdCode(r.File))
+		fmt.Fprintf(w, "\n## %s: %s\n\nFile: %s\n", cell(r.Host), cell(r.Outcome), show.MarkdownCode(r.File))
 		if r.MachineID != "" {
-			fmt.Fprintf(w, "\nMachine id: %s\n", mdCode(r.MachineID))
+			fmt.Fprintf(w, "\nMachine id: %s\n", show.MarkdownCode(r.MachineID))
 		}
 		fmt.Fprintln(w)
 		if len(r.Events) == 0 {
-			fmt.Fprintf(w, "\n%s\n", mdText(r.Error))
+			fmt.Fprintf(w, "\n%s\n", show.Markdown(r.Error))
 			continue
 		}
 		if err := render(w, r.Events, "markdown", 3); err != nil {
@@ -433,7 +433,7 @@ func RenderFleet(w io.Writer, runs []HostRun, format string) error {
 }
 
 // cell keeps a value from breaking a markdown table row.
-func cell(s string) string { return mdText(s) }
+func cell(s string) string { return show.Markdown(s) }
 
 // whereCell names the containers and pods of a run ("host" for none).
 func whereCell(ws []Where) string {

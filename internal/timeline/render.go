@@ -3,12 +3,11 @@ package timeline
 import (
 	"encoding/json"
 	"fmt"
+	"freeze/internal/show"
 	"io"
 	"sort"
 	"strings"
 	"time"
-
-	"freeze/internal/match"
 )
 
 // Render writes events in format ("markdown", "text" or "json") as a
@@ -86,9 +85,9 @@ func (r renderer) heading(s string) {
 // text.
 func (r renderer) text(s string) string {
 	if r.md {
-		return mdText(s)
+		return show.Markdown(s)
 	}
-	return oneLine(s)
+	return show.Term(s)
 }
 
 // header writes the title, the command, the outcome and the method.
@@ -112,11 +111,11 @@ func (r renderer) header(events []Event) {
 	if (first.Step == StepStart || first.Step == StepRunStart) && (first.Step == StepRunStart || first.Decode(&start) == nil) && len(start.Command) > 0 {
 		// Quoted, so that it pastes back as the same words: a bash
 		// bomb's --arg ':(){ :|:& };:' is one word.
-		line := match.ShellJoin(start.Command)
+		line := show.ShellJoin(start.Command)
 		if r.md {
-			fmt.Fprintf(r.w, "\nCommand: %s\n", mdCode(line))
+			fmt.Fprintf(r.w, "\nCommand: %s\n", show.MarkdownCode(line))
 		} else {
-			fmt.Fprintf(r.w, "\nCommand: %s\n", oneLine(line))
+			fmt.Fprintf(r.w, "\nCommand: %s\n", show.Term(line))
 		}
 		if start.Host != "" || start.Version != "" {
 			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Host: %s, kernel %s; %s", Dash(start.Host), Dash(start.Kernel), start.Version)))
@@ -144,9 +143,9 @@ func (r renderer) steps(events []Event) {
 		ts := e.Time.UTC().Format("15:04:05.000")
 		el := DurMS(e.ElapsedMS)
 		if r.md {
-			fmt.Fprintf(r.w, "| %s | %s | %s | %s |\n", ts, el, mdText(string(e.Step)), mdText(e.Msg))
+			fmt.Fprintf(r.w, "| %s | %s | %s | %s |\n", ts, el, show.Markdown(string(e.Step)), show.Markdown(e.Msg))
 		} else {
-			fmt.Fprintf(r.w, "%s  %10s  %-14s %s\n", ts, el, oneLine(string(e.Step)), oneLine(e.Msg))
+			fmt.Fprintf(r.w, "%s  %10s  %-14s %s\n", ts, el, show.Term(string(e.Step)), show.Term(e.Msg))
 		}
 	}
 }

@@ -2,13 +2,11 @@ package timeline
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
+	"freeze/internal/show"
 	"io"
 	"strings"
 	"time"
-
-	"freeze/internal/match"
 )
 
 // The picture's size, in SVG user units (pixels at 100%).
@@ -65,17 +63,17 @@ func svgTitle(b *bytes.Buffer, events []Event) {
 		lines = append(lines, fmt.Sprintf("%s, kernel %s, %s", Dash(start.Host), Dash(start.Kernel), e.Time.UTC().Format(time.RFC3339)),
 			Dash(start.Version))
 		if len(start.Command) > 0 {
-			lines = append(lines, match.ShellJoin(start.Command))
+			lines = append(lines, show.ShellJoin(start.Command))
 		}
 		break
 	}
 	lines = append(lines, outcome(events))
 	for i, l := range lines {
 		if i == 0 {
-			fmt.Fprintf(b, `<text x="%d" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", svgLeft, xmlText(l))
+			fmt.Fprintf(b, `<text x="%d" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", svgLeft, show.XML(l))
 			continue
 		}
-		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11">%s</text>`+"\n", svgLeft, 26+i*16, xmlText(clip(oneLine(l), 110)))
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11">%s</text>`+"\n", svgLeft, 26+i*16, show.XML(clip(show.Term(l), 110)))
 	}
 }
 
@@ -139,25 +137,16 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 			color = "#3a8a3a"
 		}
 		fmt.Fprintf(b, `<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s at %s: %d</title></rect>`+"\n",
-			x, base-h, barW-1, h, color, xmlText(p.Label), DurMS(p.AtMS), p.N)
+			x, base-h, barW-1, h, color, show.XML(p.Label), DurMS(p.AtMS), p.N)
 		if mid-labelX < 56 {
 			continue // no room: the tooltip has it
 		}
 		labelX = mid
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%d</text>`+"\n", mid, base-h-5, color, p.N)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, xmlText(p.Label))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, show.XML(p.Label))
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, DurMS(p.AtMS))
 	}
 	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale</text>`+"\n", svgWidth-svgRight, svgHeight-2)
-}
-
-// xmlText escapes s as XML character data; a byte that is not valid
-// UTF-8, or a control character XML cannot hold, is written as U+FFFD
-// by encoding/xml.
-func xmlText(s string) string {
-	var b strings.Builder
-	xml.EscapeText(&b, []byte(s))
-	return b.String()
 }
 
 // clip shortens s to n runes, marking the cut.
