@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
+	"freeze/internal/safedir"
 )
 
 // Kinds of cap, strongest first.
@@ -136,7 +137,7 @@ func (c *capped) tryCgroup1() error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(c.max)), 0); err != nil {
+	if err := safedir.Knob(filepath.Join(dir, "pids.max"), strconv.Itoa(c.max)); err != nil {
 		unix.Rmdir(dir)
 		return err
 	}

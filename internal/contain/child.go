@@ -2,6 +2,7 @@ package contain
 
 import (
 	"fmt"
+	"freeze/internal/safedir"
 	"os"
 	"os/exec"
 	"strconv"
@@ -46,7 +47,7 @@ func Child(args []string) int {
 	cmd := args[1:]
 	for _, f := range join {
 		// "0" is the writer itself: the whole process, every thread.
-		if err := os.WriteFile(f, []byte("0"), 0); err != nil {
+		if err := safedir.Knob(f, "0"); err != nil {
 			return fail(126, "run: joining %s: %v; CMD was not run", f, err)
 		}
 	}

@@ -57,8 +57,16 @@ func newState(dir, name string, cp *capped, command []string) *state {
 	// file, nor finds the name unlocked while the run lives.
 	p := filepath.Join(runs, name+".json")
 	tmp := filepath.Join(runs, ".tmp-"+name)
-	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := safedir.CreateNew(tmp, 0o600)
 	if err != nil {
+		return s
+	}
+	// The state keeps a descriptor of its own (close-on-exec) to hold
+	// the lock: an *os.File would close it when collected.
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		os.Remove(tmp)
 		return s
 	}
 	if _, err = unix.Write(fd, b); err == nil {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/proc"
+	"freeze/internal/safedir"
 )
 
 // Bounds of the teardown: each a wait for the kernel, not for the
@@ -189,7 +190,7 @@ func killPinned(cp *capped, members []proc.Stat) {
 }
 
 func write(dir, file, v string) error {
-	return os.WriteFile(filepath.Join(dir, file), []byte(v), 0)
+	return safedir.Knob(filepath.Join(dir, file), v)
 }
 
 // events parses cgroup.events ("populated 1\nfrozen 0\n"); a group that

@@ -32,6 +32,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
+	"freeze/internal/safedir"
 	"freeze/internal/show"
 	"freeze/internal/stop"
 	"freeze/internal/timeline"
@@ -343,7 +344,7 @@ func (c *chain) start(shape string, size int) error {
 	c.leader = cmd.Process.Pid
 	cmd.Process.Release()
 	if c.capDir != "" {
-		err = os.WriteFile(filepath.Join(c.capDir, "cgroup.procs"), []byte(strconv.Itoa(c.leader)), 0)
+		err = safedir.Knob(filepath.Join(c.capDir, "cgroup.procs"), strconv.Itoa(c.leader))
 	} else {
 		n := userProcesses()
 		err = unix.Prlimit(c.leader, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n + size), Max: uint64(n + size)}, nil)
@@ -383,7 +384,7 @@ func (c *chain) makeCap(size int) error {
 		return fmt.Errorf("make the drill's pids cgroup: %w", err)
 	}
 	max := size * threadsPerProcess
-	if err := os.WriteFile(filepath.Join(c.capDir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
+	if err := safedir.Knob(filepath.Join(c.capDir, "pids.max"), strconv.Itoa(max)); err != nil {
 		return err
 	}
 	c.capDesc = fmt.Sprintf("pids.max=%d (tasks: about %d threads for each of %d processes) in %s", max, threadsPerProcess, size, c.capDir)
@@ -442,7 +443,7 @@ func (c *chain) cleanup() []string {
 	var left []string
 	end := time.Now().Add(cleanupWait)
 	if c.capDir != "" {
-		os.WriteFile(filepath.Join(c.capDir, "pids.max"), []byte("0"), 0)
+		safedir.Knob(filepath.Join(c.capDir, "pids.max"), "0")
 	}
 	for {
 		pids := c.live()

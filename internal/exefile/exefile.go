@@ -1,10 +1,11 @@
 // Package exefile copies an executable into a disposable test cache: the
 // drill's copy of freeze and the test harness's fixtures are both such
 // copies, and a chain is matched by the copy's own device and inode. It
-// imports nothing of the project, so both can use it.
+// imports nothing of the project but the one writer, so both can use it.
 package exefile
 
 import (
+	"freeze/internal/safedir"
 	"io"
 	"os"
 )
@@ -16,7 +17,7 @@ func Copy(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	out, err := safedir.CreateNew(dst, 0o755)
 	if err != nil {
 		return err
 	}

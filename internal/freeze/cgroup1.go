@@ -12,6 +12,7 @@ import (
 
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/safedir"
 )
 
 // freezerRoot is where the v1 freezer hierarchy is mounted.
@@ -50,7 +51,7 @@ func openCgroup1(fs proc.FS, name string) (Group, error) {
 }
 
 func (g *cgroup1Group) write(file, v string) error {
-	return os.WriteFile(filepath.Join(g.dir, file), []byte(v), 0)
+	return safedir.Knob(filepath.Join(g.dir, file), v)
 }
 
 func (g *cgroup1Group) Method() Method       { return Cgroup1 }

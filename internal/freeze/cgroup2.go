@@ -15,6 +15,7 @@ import (
 
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/safedir"
 )
 
 // cgroup2Group freezes the chain in place, where it runs: every member
@@ -612,23 +613,11 @@ func readTrim(path string) string {
 
 // writeFile writes one value to a cgroup file that exists: no create,
 // no link followed.
-func writeFile(path, v string) error { return write(path, v, 0) }
+func writeFile(path, v string) error { return safedir.Knob(path, v) }
 
 // appendFile is writeFile for cgroup.procs: O_APPEND means nothing to
 // cgroupfs, and lets a fixture's cgroup.procs collect what moved in.
-func appendFile(path, v string) error { return write(path, v, os.O_APPEND) }
-
-func write(path, v string, flag int) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|flag|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write([]byte(v))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func appendFile(path, v string) error { return safedir.KnobAppend(path, v) }
 
 // events parses cgroup.events ("populated 1\nfrozen 0\n").
 func events(dir string) (map[string]int, error) {

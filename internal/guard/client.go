@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"freeze/internal/incident"
+	"freeze/internal/safedir"
 	"freeze/internal/timeline"
 )
 
@@ -74,7 +75,7 @@ func AskFIFO(runDir string, words []string, within time.Duration) (incident.Repo
 	}
 	logPath := filepath.Join(runDir, LogName)
 	seen := countLines(logPath)
-	f, err := os.OpenFile(filepath.Join(runDir, AskName), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	f, err := safedir.OpenFIFO(filepath.Join(runDir, AskName), os.O_WRONLY)
 	if err != nil {
 		// ENXIO: a FIFO nobody reads, so no guard runs.
 		return incident.Report{}, fmt.Errorf("%w (%v)", ErrNoGuard, err)

@@ -26,7 +26,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +34,7 @@ import (
 	"freeze/internal/incident"
 	"freeze/internal/order"
 	"freeze/internal/proc"
+	"freeze/internal/safedir"
 	"freeze/internal/say"
 )
 
@@ -143,7 +143,7 @@ func Arm(c Config) (*Guard, error) {
 	if err := checkDir(c.RunDir); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(c.RunDir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := safedir.Open(filepath.Join(c.RunDir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func Arm(c Config) (*Guard, error) {
 	lock.Truncate(0)
 	fmt.Fprintf(lock, "pid %d\n", os.Getpid())
 	g.lock = lock
-	g.log, err = os.OpenFile(filepath.Join(c.RunDir, LogName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	g.log, err = safedir.Open(filepath.Join(c.RunDir, LogName), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		// The guard still guards; it says it cannot keep its record.
 		c.Say(fmt.Sprintf("warning: cannot write %s: %v; requests are not logged", LogName, err))
@@ -189,36 +189,41 @@ func Arm(c Config) (*Guard, error) {
 func openFIFO(ask string) (*os.File, error) {
 	// O_RDWR on a FIFO does not block (fifo(7)); Stat, not Fd, keeps
 	// the file in the poller, so Close still ends a pending read.
-	if f, err := os.OpenFile(ask, os.O_RDWR|unix.O_NOFOLLOW, 0); err == nil {
-		if fi, err := f.Stat(); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode()&os.ModeNamedPipe != 0 && int(st.Uid) == os.Geteuid() && st.Mode&0o077 == 0 {
-				return f, nil
-			}
-		}
-		f.Close()
+	if f, err := safedir.OpenFIFO(ask, os.O_RDWR); err == nil {
+		return f, nil
 	}
 	os.Remove(ask)
 	if err := unix.Mkfifo(ask, 0o600); err != nil {
 		return nil, fmt.Errorf("FIFO %s: %w", ask, err)
 	}
-	return os.OpenFile(ask, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	return safedir.OpenFIFO(ask, os.O_RDWR)
 }
 
-// checkDir refuses a run directory that others could write into: the
-// FIFO and the socket are the guard's door.
+// checkDir refuses a run directory that others could write into, or
+// could before the guard started (the third audit's S2: one made 0777
+// was chmodded to 0700, and the links planted in it while it was open
+// survived, so the ack's temporary file truncated a root 0600 file and
+// guard.log was appended to another): the FIFO and the socket are the
+// guard's door. One only others can read is made 0700, on its
+// descriptor (a path chmodded by name can be swapped first).
 func checkDir(dir string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		return err
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("run directory %s is not a directory (%v): remove it or choose another --run-dir", dir, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("%s is not a directory", dir)
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
 	}
 	if int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("%s belongs to uid %d, not to the guard's uid %d: remove it or choose another --run-dir", dir, st.Uid, os.Geteuid())
 	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("%s could be written by group or others (mode %#o): what they planted there (a link at the log, the ack, the lock) would take the guard's writes; remove it (and what is in it) and arm again, or choose another --run-dir", dir, st.Mode&0o7777)
+	}
 	if st.Mode&0o077 != 0 {
-		return os.Chmod(dir, 0o700)
+		return unix.Fchmod(fd, 0o700)
 	}
 	return nil
 }
@@ -236,7 +241,7 @@ func (g *Guard) Close() error {
 	}
 	os.Remove(filepath.Join(g.c.RunDir, HeartbeatName))
 	if g.lock != nil {
-		os.WriteFile(filepath.Join(g.c.RunDir, stateName), []byte(fmt.Sprintf("stopped %d\n", os.Getpid())), 0o600)
+		safedir.WriteFile(filepath.Join(g.c.RunDir, stateName), []byte(fmt.Sprintf("stopped %d\n", os.Getpid())), 0o600)
 		g.record("stop", &LifeLine{PID: os.Getpid()})
 		g.lock.Close()
 	}
@@ -282,10 +287,7 @@ func (g *Guard) heartbeat(stop <-chan struct{}) {
 	path := filepath.Join(g.c.RunDir, HeartbeatName)
 	beat := func() {
 		g.lastBeat.Store(time.Now().UnixNano())
-		tmp := path + ".tmp"
-		if os.WriteFile(tmp, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o600) == nil {
-			os.Rename(tmp, path)
-		}
+		safedir.WriteFile(path, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o600)
 	}
 	beat()
 	every(HeartbeatEvery, stop, beat)
@@ -336,11 +338,8 @@ func (g *Guard) readFIFO() {
 // old line or the new one, never a part).
 func (g *Guard) ack(state, line string) {
 	path := filepath.Join(g.c.RunDir, AckName)
-	tmp := path + ".new"
 	msg := fmt.Sprintf("%d %s %s\n", time.Now().Unix(), state, strings.ReplaceAll(line, "\n", " "))
-	if os.WriteFile(tmp, []byte(msg), 0o600) == nil {
-		os.Rename(tmp, path)
-	}
+	safedir.WriteFile(path, []byte(msg), 0o600)
 }
 
 // readLine reads one line; a line longer than MaxLine is read to its end
@@ -523,7 +522,7 @@ func (g *Guard) rotate() {
 	if err := os.Rename(path, path+".1"); err != nil {
 		return
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	f, err := safedir.Open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return // keep writing to the renamed file rather than lose lines
 	}

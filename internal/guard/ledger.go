@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"freeze/internal/safedir"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,7 @@ func (g *Guard) ledger() {
 			prev, g.Unclean = fmt.Sprintf("state file corrupt (%.40q)", string(b)), true
 		}
 	}
-	if err := os.WriteFile(path, []byte(fmt.Sprintf("running %d\n", os.Getpid())), 0o600); err != nil {
+	if err := safedir.WriteFile(path, []byte(fmt.Sprintf("running %d\n", os.Getpid())), 0o600); err != nil {
 		g.c.Say(fmt.Sprintf("warning: cannot write %s: %v; the next start cannot tell whether this one ended cleanly", path, err))
 	}
 	unclean := 0

@@ -19,6 +19,7 @@ package priority
 import (
 	"errors"
 	"fmt"
+	"freeze/internal/safedir"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -97,7 +98,7 @@ func Raise() ([]string, error) {
 	} else {
 		keep(err)
 	}
-	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); err == nil {
+	if err := safedir.Knob("/proc/"+strconv.Itoa(os.Getpid())+"/oom_score_adj", "-1000"); err == nil {
 		did = append(did, "oom_score_adj -1000")
 	} else {
 		keep(err)

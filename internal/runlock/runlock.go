@@ -75,7 +75,7 @@ func Acquire(fs proc.FS, dir, name string, command []string) (*Lock, error) {
 	}
 	path := filepath.Join(dir, name+".lock")
 	for i := 0; i < retries; i++ {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
+		f, err := safedir.Open(path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}

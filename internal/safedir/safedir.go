@@ -1,10 +1,19 @@
-// Package safedir holds the file opens freeze makes as root on paths
-// another user may control: the directories freeze keeps its own state
-// in (timelines, run locks), where a directory another user made first,
-// or can write, or that is a symlink, lets that user plant a symlink, a
-// FIFO or a forged record; and files opened without following a symlink
-// anywhere in their path. It never follows a symlink at what it checks,
-// and never changes a directory it did not make.
+// Package safedir is freeze's one writer: every file that freeze, as
+// root, creates or changes goes through it (the timeline, reports, JUnit,
+// the step summary, the guard's ack, log, state and lock, metrics, run
+// state, locks, cgroup and /proc knobs), and a test (TestOneWriter) fails
+// on a write flag spelled anywhere else. Its rules, on paths another user
+// may control:
+//   - no symlink is followed in any component (openat2
+//     RESOLVE_NO_SYMLINKS), and what is written is written by descriptor;
+//   - a directory another user owns is refused, and so is one others can
+//     write unless it is sticky, where only files root makes new (O_EXCL)
+//     or its own are written;
+//   - an existing file is written only if it is a regular file of the
+//     writer's with one link; a FIFO at the name never blocks the open;
+//   - a knob (Knob) is written only if it is a file of cgroupfs or procfs.
+//
+// It never changes a directory it did not make, and never chmods one.
 package safedir
 
 import (

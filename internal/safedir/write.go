@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,17 +31,9 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 	if base == "" || base == "." || base == ".." || base == "/" {
 		return fmt.Errorf("%s names no file", path)
 	}
-	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
-	dfd, err := unix.Openat2(unix.AT_FDCWD, dir, &how)
-	if errors.Is(err, unix.ENOSYS) {
-		// Before 5.6: the last component unfollowed only.
-		dfd, err = unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	}
+	dfd, tr, err := openDir(dir)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
-			return fmt.Errorf("the directory of %s is reached through a symlink: name it by its real path: %w", path, err)
-		}
-		return fmt.Errorf("open the directory of %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer unix.Close(dfd)
 	var rnd [8]byte
@@ -64,7 +55,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 		err = cerr
 	}
 	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, base)
+		err = replace(dfd, tr, tmp, base, path)
 	}
 	if err != nil {
 		unix.Unlinkat(dfd, tmp, 0)
@@ -82,32 +73,27 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 // the link pointed). It returns a descriptor of dir (O_PATH), for the
 // caller's openat; the caller closes it.
 func MkdirAll(dir string, perm os.FileMode) (int, error) {
-	start := "."
-	if filepath.IsAbs(dir) {
-		start = "/"
+	return walk(dir, true, perm)
+}
+
+// replace renames tmp over base in dfd. In a sticky directory others
+// write (trustNew), only a name that is free, or a regular file of the
+// writer's, is replaced: sticky(7) keeps another user from swapping
+// either before the rename.
+func replace(dfd int, tr trust, tmp, base, path string) error {
+	if tr == trustAll {
+		return unix.Renameat(dfd, tmp, dfd, base)
 	}
-	fd, err := unix.Open(start, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	var st unix.Stat_t
+	err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return unix.Renameat2(dfd, tmp, dfd, base, unix.RENAME_NOREPLACE)
+	}
 	if err != nil {
-		return -1, err
+		return err
 	}
-	for _, c := range strings.Split(filepath.Clean(dir), "/") {
-		if c == "" || c == "." {
-			continue
-		}
-		next, err := unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOENT) {
-			if err = unix.Mkdirat(fd, c, uint32(perm.Perm())); err == nil || errors.Is(err, unix.EEXIST) {
-				next, err = unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			}
-		}
-		unix.Close(fd)
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return -1, fmt.Errorf("%s: %s is a symlink or not a directory: name the directory by its real path", dir, c)
-		}
-		if err != nil {
-			return -1, fmt.Errorf("%s: %s: %w", dir, c, err)
-		}
-		fd = next
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Nlink > 1 {
+		return fmt.Errorf("%s is there already and is not a file of freeze's (uid %d, type %#o) in a directory others can write: remove it, or name another file: %w", path, st.Uid, st.Mode&unix.S_IFMT, ErrUnsafe)
 	}
-	return fd, nil
+	return unix.Renameat(dfd, tmp, dfd, base)
 }

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"freeze/internal/safedir"
 )
 
@@ -55,41 +53,4 @@ func CheckStateDir(dir string) error {
 // one file when names had seconds only.
 func RunName(prefix string) string {
 	return fmt.Sprintf("%s-%s-%d.jsonl", prefix, time.Now().UTC().Format("20060102T150405.000Z"), os.Getpid())
-}
-
-// openFile opens a timeline for appending in the directory dfd (opened
-// by safedir.MkdirAll, no symlink in its path), following no symlink at
-// its last component and never blocking (a FIFO planted at the name would
-// hang the run before containment), and checks that it is a regular file
-// owned by the caller.
-func openFile(dfd int, path string) (*os.File, error) {
-	fd, err := unix.Openat(dfd, filepath.Base(path), unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
-	if errors.Is(err, unix.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link: freeze writes records only to a file of its own", path)
-	}
-	if errors.Is(err, unix.ENXIO) {
-		return nil, fmt.Errorf("%s is a FIFO or a socket, not a file", path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		unix.Close(fd)
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	case int(st.Uid) != os.Geteuid():
-		unix.Close(fd)
-		return nil, fmt.Errorf("%s belongs to uid %d: freeze appends only to a timeline of its own", path, st.Uid)
-	}
-	// The writer blocks as a file write does; O_NONBLOCK was for the open.
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), path), nil
 }

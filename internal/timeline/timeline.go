@@ -116,8 +116,10 @@ func New(path string, onEvent func(Event)) (*Recorder, error) {
 		r.path = ""
 		return r, fmt.Errorf("timeline %s: %w", path, err)
 	}
-	f, err := openFile(dfd, path)
 	unix.Close(dfd)
+	// Appended to only if it is a regular file of the caller's, with one
+	// link, that no FIFO at the name can hang (safedir.Open).
+	f, err := safedir.Open(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		r.path = ""
 		return r, fmt.Errorf("timeline %s: %w", path, err)
