@@ -286,7 +286,14 @@ func (f *fleet) add(host, file string) {
 	}
 	h := Summarize(host, file, events)
 	if err != nil {
+		// A damaged line (cut off, or an impossible number) ends what
+		// can be read: the row says so, with the run up to it.
 		h.Error = err.Error()
+		damaged := "the timeline is damaged, read up to its error (" + err.Error() + ")"
+		if h.Attention != "" {
+			damaged += "; " + h.Attention
+		}
+		h.Attention = damaged
 	}
 	f.runs = append(f.runs, h)
 }

@@ -19,6 +19,9 @@ func FuzzParse(f *testing.F) {
 		`{"time":"bad"}`,
 		"{\"time\":\"2026-12-01T10:00:00Z\",\"step\":\"zero\",\"msg\":\"\xff\xfe\"}\n\n{",
 		`[1,2,3]`,
+		// The third audit's S5: a negative count panicked the renders.
+		negativeRun,
+		`{"time":"2026-12-01T10:00:00Z","step":"kill-round","round":1,"live":1e300}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -28,6 +31,25 @@ func FuzzParse(f *testing.F) {
 		_ = h.Attention
 		for _, format := range []string{"json", "markdown", "text"} {
 			Render(io.Discard, events, format)
+		}
+	})
+}
+
+// FuzzFleet: --fleet reads what every host sent; one host's file must
+// never stop the table of the others. The fleet's rows and renders must
+// survive anything Parse returns.
+//
+//	go test ./internal/timeline -run '^$' -fuzz FuzzFleet -fuzztime 30s
+func FuzzFleet(f *testing.F) {
+	f.Add([]byte(negativeRun))
+	f.Add([]byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"start","host":"h"}` + "\n" + `{"time":"2026-12-01T10:00:01Z","elapsed_ms":1000,"step":"survivors","survivors":[1,2]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		events, _ := Parse(b)
+		runs := []HostRun{Summarize("a", "a.jsonl", events), Summarize("", "b.jsonl", events)}
+		for _, format := range []string{"markdown", "json"} {
+			if err := RenderFleet(io.Discard, runs, format); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

@@ -61,6 +61,11 @@ func fromMap(m map[string]any) (Event, error) {
 	if step == "" {
 		return e, fmt.Errorf("missing \"step\"")
 	}
+	for k, v := range m {
+		if err := checkNumbers(k, v); err != nil {
+			return e, err
+		}
+	}
 	e.Time, e.Step = t, Step(step)
 	e.ElapsedMS, _ = m["elapsed_ms"].(float64)
 	st, _ := m["stage"].(float64)
@@ -91,4 +96,51 @@ func GatePrograms(events []Event) []uint32 {
 		ids = append(ids, g.Programs...)
 	}
 	return ids
+}
+
+// maxExact is the largest integer a JSON number (a float64) holds
+// exactly: a count beyond it is not a count freeze wrote.
+const maxExact = 1 << 53
+
+// signed are the fields whose numbers may be negative: a process's exit
+// status (-1: ended by a signal).
+var signed = map[string]bool{"exit": true, "status": true}
+
+// wide are the identities that may pass maxExact (an overlayfs inode
+// with xino carries the layer in its high bits).
+var wide = map[string]bool{"dev": true, "ino": true, "lineage": true, "stale_start_ticks": true}
+
+// checkNumbers rejects an impossible number under key k (in arrays and
+// objects too): a negative count or duration, or one past what a count
+// can be. A reader must never meet one: a negative count panicked the
+// text and markdown renders and stopped a whole fleet's table (the third
+// audit's S5), and a float past an int's range converts to a negative
+// int.
+func checkNumbers(k string, v any) error {
+	switch v := v.(type) {
+	case float64:
+		limit := float64(maxExact)
+		if wide[k] {
+			limit = 1 << 64
+		}
+		switch {
+		case v < 0 && !signed[k]:
+			return fmt.Errorf("%q is %v: a count or a duration is never negative", k, v)
+		case v > limit || v < -limit:
+			return fmt.Errorf("%q is %v: past any count freeze writes", k, v)
+		}
+	case []any:
+		for _, x := range v {
+			if err := checkNumbers(k, x); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for kk, x := range v {
+			if err := checkNumbers(kk, x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
