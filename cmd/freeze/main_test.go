@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/priority"
+	"freeze/internal/testenv"
 )
 
 // harnessM runs the tests under the containment harness (subreaper and
@@ -62,12 +64,17 @@ func TestScripts(t *testing.T) {
 			self, _ := os.Executable()
 			e.Setenv("PID1EXE", pid1)
 			e.Setenv("SELF", self)
+			e.Setenv("SLEEPBIN", "/bin/sleep")
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
 			switch cond {
 			case "root":
 				return os.Geteuid() == 0, nil
+			case "live":
+				// The live tier (testenv): a script that starts a
+				// process of its own (start) and lets freeze act on it.
+				return !testing.Short() && os.Geteuid() == 0 && testenv.AutoGuard() == "", nil
 			case "pid1exe":
 				// Some sandboxes deny even root the exe link of PID 1.
 				_, err := os.Readlink("/proc/1/exe")
@@ -76,6 +83,11 @@ func TestScripts(t *testing.T) {
 			return false, errors.New("unknown condition " + cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// start FILE ARGS...: run FILE (a copy in $WORK) in a
+			// process group of its own, wait until it runs FILE, and
+			// kill the group at the script's end. One process, never a
+			// chain: for what acts only on a file a process runs.
+			"start": startInScript,
 			// exits N CMD ARGS...: run CMD and require exit code N.
 			"exits": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) < 2 {
@@ -109,4 +121,31 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+func startInScript(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: start FILE [ARGS...]")
+	}
+	path := ts.MkAbs(args[0])
+	cmd := exec.Command(path, args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ts.Check(cmd.Start())
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	pgid := cmd.Process.Pid
+	ts.Defer(func() {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-done
+	})
+	want, err := os.Stat(path)
+	ts.Check(err)
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got, err := os.Stat("/proc/" + strconv.Itoa(pgid) + "/exe"); err == nil && os.SameFile(got, want) {
+			return
+		}
+		if time.Now().After(end) {
+			ts.Fatalf("start %s: pid %d does not run it after 10s", path, pgid)
+		}
+	}
 }

@@ -100,11 +100,18 @@ func ownersOf(fs proc.FS, res match.Result, add func(string, proc.File)) map[[2]
 }
 
 // sameFile refuses a revocation of anything but the file that was
-// matched, and of a file neither root nor the chain's owner owns.
+// matched, of a file no process of the chain runs (the third audit's S3:
+// with 0 processes matched, a path swapped through a user's symlink had
+// root revoke a root file under /tmp that nothing ran), and of a file
+// neither root nor the chain's owner owns.
 func sameFile(r freeze.Revocation, want proc.File, uids map[int]bool) error {
 	if r.Dev != want.Dev || r.Ino != want.Ino {
 		return &freeze.GuardError{Path: r.Path, Rule: fmt.Sprintf("is not the file that was matched (now device %d inode %d, matched device %d inode %d): its path changed between the match and the revocation", r.Dev, r.Ino, want.Dev, want.Ino),
 			Hint: "a directory of the path was replaced (by its owner?): freeze without --revoke-exec, and look at who can write that path"}
+	}
+	if len(uids) == 0 {
+		return &freeze.GuardError{Path: r.Path, Rule: "is run by no process of the chain: --revoke-exec acts only on a file the chain runs",
+			Hint: "nothing to stop from starting: freeze without --revoke-exec"}
 	}
 	if r.UID != 0 && !uids[r.UID] {
 		return &freeze.GuardError{Path: r.Path, Rule: fmt.Sprintf("belongs to uid %d, who runs no process of the chain", r.UID),
@@ -197,4 +204,24 @@ func (r *run) earlier(v freeze.Revocation) (freeze.Revocation, string, bool) {
 		}
 	}
 	return freeze.Revocation{}, "", false
+}
+
+// runByChain reports whether a process the scan matched by path or
+// --under still runs v's file, as the same process (pid and start
+// time): revoke checks it just before the chmod and just after, so the
+// chmod lands only on a file the chain runs at that moment.
+func runByChain(fs proc.FS, res match.Result, v freeze.Revocation) bool {
+	for _, p := range res.Procs {
+		if p.Reason != match.ByPath && p.Reason != match.ByUnder {
+			continue
+		}
+		f, err := fs.ExeFile(p.PID)
+		if err != nil || f.Dev != v.Dev || f.Ino != v.Ino {
+			continue
+		}
+		if st, err := fs.ReadStat(p.PID); err == nil && st.Start == p.ID.Start {
+			return true
+		}
+	}
+	return false
 }

@@ -118,9 +118,24 @@ func (r *run) revoke() error {
 			r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeFailed, "not revoked: the record of its mode could not be made durable first: "+err.Error(), revFields(v))
 			continue
 		}
+		if !runByChain(r.c.FS, r.res, v) {
+			r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeFailed, "not revoked: no process of the chain runs "+v.Path+" now", revFields(v))
+			continue
+		}
 		v, err := freeze.Revoke(v)
 		if err != nil {
 			r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeFailed, err.Error(), revFields(v))
+			continue
+		}
+		if !runByChain(r.c.FS, r.res, v) {
+			// The chain left the file between the two looks: the mode
+			// goes back, by the same checks a restore makes.
+			msg := "revoked, then put back: no process of the chain ran " + v.Path + " any more"
+			if err := freeze.Restore(v); err != nil {
+				msg = "revoked, and no process of the chain runs " + v.Path + " any more; putting its mode back failed: " + err.Error()
+				r.out.Revoked = append(r.out.Revoked, v)
+			}
+			r.rec.RecordOf(timeline.StageFreeze, timeline.StepRevokeFailed, msg, revFields(v))
 			continue
 		}
 		r.out.Revoked = append(r.out.Revoked, v)
