@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,10 +44,6 @@ type Auto struct {
 	counter *gate.Counter
 	last    map[gate.FileKey]uint64
 	self    proc.File
-	// system are the identities of the system's own daemons and
-	// interpreters (systemIdentities): the files --auto never acts on,
-	// judged by identity, not by name.
-	system map[gate.FileKey]string
 	// warned is when each declined chain was last warned of.
 	warned map[gate.FileKey]time.Time
 }
@@ -71,35 +66,7 @@ func StartAuto(n int, kill bool, under []string) (*Auto, error) {
 	}
 	self, _ := proc.Default.ExeFile(os.Getpid())
 	return &Auto{N: n, Kill: kill, Under: under, counter: c, last: map[gate.FileKey]uint64{}, self: self,
-		system: systemIdentities(systemBins), warned: map[gate.FileKey]time.Time{}}, nil
-}
-
-// systemBins are where a system keeps its daemons and interpreters.
-var systemBins = []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/lib/systemd", "/lib/systemd"}
-
-// systemIdentities maps the identity of every daemon and interpreter
-// installed in dirs (match.Daemons, match.Interpreters and their
-// versioned names, python3.11 say) to its name. A user's test binary
-// that happens to be called cron is not cron: judged by name, --auto
-// never held it (the second audit).
-func systemIdentities(dirs []string) map[gate.FileKey]string {
-	out := map[gate.FileKey]string{}
-	for _, d := range dirs {
-		ents, err := os.ReadDir(d)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
-			name := e.Name()
-			if !match.IsInterpreter(name) && !slices.Contains(match.Daemons, name) {
-				continue
-			}
-			if f, err := proc.StatFile(filepath.Join(d, name)); err == nil {
-				out[gate.KeyOf(f)] = name
-			}
-		}
-	}
-	return out
+		warned: map[gate.FileKey]time.Time{}}, nil
 }
 
 // Close detaches the counter.
@@ -351,13 +318,12 @@ func (a *Auto) rules(t match.Target) (bool, string) {
 	if t.File.Dev == a.self.Dev && t.File.Ino == a.self.Ino {
 		return false, "it is the guard's own executable"
 	}
-	// PID 1's file and freeze's own, by identity (force: no refusal by
-	// name); then the system's daemons and interpreters, by identity.
-	if r := match.Refuse(proc.Default, t, false, true); r != nil {
-		return false, r.Rule + " (never acted on automatically)"
-	}
-	if name, ok := a.system[gate.KeyOf(t.File)]; ok {
-		return false, fmt.Sprintf("%s is the system's %s (never acted on automatically: name the chain's own file, or use --arg, by hand)", t.Path, name)
+	// The one judge (match.Refuse, as the order it queues applies it,
+	// without --arg or --force): PID 1's file and freeze's own, the
+	// system's daemons by identity, interpreters. What it refuses, the
+	// order would refuse; what it allows, the order runs.
+	if r := match.Refuse(proc.Default, t, false, false); r != nil {
+		return false, r.Rule + " (never acted on automatically: " + r.Hint + ", by hand)"
 	}
 	return true, "a growing chain"
 }

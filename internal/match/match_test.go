@@ -57,8 +57,9 @@ func TestRefuse(t *testing.T) {
 		refused       bool
 		forcible      bool
 	}{
-		{"daemon", "sshd", false, false, true, true},
-		{"daemon forced", "sshd", false, true, false, false},
+		// A daemon is refused by identity (judge_test.go): a user's
+		// file of a daemon's name is not the daemon.
+		{"a user's file named as a daemon", "sshd", false, false, false, false},
 		{"interpreter", "python3.11", false, false, true, true},
 		{"interpreter with --arg", "python3.11", true, false, false, false},
 		{"shell forced", "bash", false, true, false, false},

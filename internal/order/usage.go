@@ -122,7 +122,9 @@ Options:
 
 Never touched: PID 1, freeze itself, its ancestors, kernel threads.
 Refused (exit 3) without --force:
-    system daemons: DAEMONS
+    the system's own daemons, by identity (a file of that name
+    elsewhere is not one):
+        DAEMONS
     shells and interpreters without --arg: INTERPRETERS
 Refused always: the executable of PID 1, the running freeze binary.
 
