@@ -285,7 +285,10 @@ func inContainer(fs proc.FS, path string, deleted bool, key rowKey, procs map[in
 			continue
 		}
 		t, err := match.Resolve(fs.Root + "/" + strconv.Itoa(pid) + "/root" + path)
-		if err == nil && t.File.Dev == key.dev && t.File.Ino == key.ino {
+		// The process was pinned while its root was opened; it must
+		// still be in the row's container after (its pid reused by
+		// another's process would have named another root).
+		if pl, perr := container.Of(fs, pid); err == nil && perr == nil && pl == key.place && t.File.Dev == key.dev && t.File.Ino == key.ino {
 			return flag, ""
 		}
 		break

@@ -281,6 +281,10 @@ func (a *Auto) allowed(path string, deleted bool, key gate.FileKey, place contai
 		t, err = match.Resolve("/proc/" + strconv.Itoa(pid) + "/root" + path)
 		if err == nil {
 			t.Given = path
+			// Pinned while opened; in the chain's place still after.
+			if pl, perr := container.Of(proc.Default, pid); perr != nil || pl != place {
+				return t, false, fmt.Sprintf("process %d left %s while its root was read: never acted on automatically", pid, place)
+			}
 		}
 	} else if deleted {
 		// The README's own incident: the test cache rebuilt or removed

@@ -129,6 +129,12 @@ func resolveIn(m container.Member, path string) (match.Target, bool) {
 		root := "/proc/" + strconv.Itoa(pid) + "/root"
 		t, err := match.Resolve(root + path)
 		if err == nil {
+			// The scope again, after the open (which pinned the
+			// process): the root was the container's only if the
+			// process is still in it.
+			if pl, perr := container.Of(proc.Default, pid); perr != nil || pl != m.Place {
+				continue
+			}
 			t.Given = path
 			return t, true
 		}

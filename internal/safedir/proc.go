@@ -1,8 +1,11 @@
 package safedir
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -31,14 +34,45 @@ func IsProcView(path string) bool {
 //     openat2(RESOLVE_IN_ROOT), so that its symlinks, absolute ones too,
 //     stay inside that root, never reaching this host's /.
 //
+// The process is pinned while its view is opened: a pidfd of it is
+// taken first, and the open counts only if the pidfd's process still
+// lives after it, so the view is that process's, never that of another
+// that got its pid meanwhile (the third audit: /proc/PID/root was opened
+// by a pid number read earlier). The caller, who knows which container
+// the process was in, checks that again after the open.
+//
 // The caller fstats the descriptor and acts on it, never on the text.
 func OpenProcView(path string) (int, error) {
 	m := procView.FindStringSubmatch(path)
 	if m == nil || (m[2] == "exe" && m[3] != "") {
 		return -1, fmt.Errorf("%s is not /proc/PID/exe or /proc/PID/root/PATH", path)
 	}
+	pid, _ := strconv.Atoi(m[1])
+	pin, err := unix.PidfdOpen(pid, 0)
+	if err != nil && !errors.Is(err, unix.ENOSYS) {
+		return -1, &os.PathError{Op: "pidfd_open", Path: path, Err: err}
+	}
+	if err == nil {
+		defer unix.Close(pin)
+	} else {
+		pin = -1 // before 5.3: the pid alone, as before
+	}
+	fd, err := openView(m)
+	if err != nil {
+		return -1, err
+	}
+	if pin >= 0 {
+		if err := unix.PidfdSendSignal(pin, 0, nil, 0); err != nil {
+			unix.Close(fd)
+			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("process %d ended while its view was opened: %w", pid, unix.ESRCH)}
+		}
+	}
+	return fd, nil
+}
+
+func openView(m []string) (int, error) {
 	if m[2] == "exe" {
-		return unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		return unix.Open("/proc/"+m[1]+"/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
 	}
 	root, err := unix.Open("/proc/"+m[1]+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
