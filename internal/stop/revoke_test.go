@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/proctest"
@@ -83,6 +84,12 @@ func TestRevokeRefusesAFileSwappedInAfterTheMatch(t *testing.T) {
 // owns it; and runByChain, which revoke asks before and after the
 // chmod, says yes only for the very process that was matched.
 func TestRevokeNeedsARunningMatch(t *testing.T) {
+	// The audit's file: root's own, which the owner rule let through
+	// (these tests run as nobody, so root's file is a record here).
+	rootsFile := freeze.Revocation{Path: "/tmp/x/tool", Dev: 1, Ino: 2, UID: 0}
+	if err := sameFile(rootsFile, proc.File{Dev: 1, Ino: 2}, nil); err == nil || !strings.Contains(err.Error(), "run by no process of the chain") {
+		t.Errorf("root's file, run by no process of the chain: %v, want refused", err)
+	}
 	base := t.TempDir()
 	rootFile := filepath.Join(base, "tool")
 	if err := os.WriteFile(rootFile, []byte("#!/bin/false\n"), 0o755); err != nil {
