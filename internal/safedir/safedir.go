@@ -26,7 +26,7 @@ import (
 )
 
 // ErrUnsafe means the directory is not one freeze may keep state in.
-var ErrUnsafe = errors.New("unsafe state directory")
+var ErrUnsafe = errors.New("not a place root may write")
 
 // Ensure makes dir (mode 0700, parents 0755) if it is missing and checks,
 // on a descriptor opened without following a symlink, that it is a
