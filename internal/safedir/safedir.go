@@ -25,7 +25,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrUnsafe means the directory is not one freeze may keep state in.
+// ErrUnsafe means a path is not one freeze, as root, may write: a
+// directory another user owns or can write, a link, a file not its own.
 var ErrUnsafe = errors.New("not a place root may write")
 
 // Ensure makes dir (mode 0700, parents 0755) if it is missing and checks,
