@@ -72,6 +72,20 @@ func TestEveryOutputShowsAHostileNameAsText(t *testing.T) {
 		}
 		outputs["timeline "+format] = string(out)
 	}
+	// The stop order's own words about the same file, and its timeline.
+	order := exec.Command(bin, "--dry-run", "--no-guard", "--path", sleep, "-t", filepath.Join(dir, "order.jsonl"))
+	var oout, oerr bytes.Buffer
+	order.Stdout, order.Stderr = &oout, &oerr
+	order.Run()
+	outputs["order stdout"], outputs["order stderr"] = oout.String(), oerr.String()
+	if out, err := exec.Command(bin, "timeline", filepath.Join(dir, "order.jsonl"), "--format", "text").Output(); err == nil {
+		outputs["order timeline text"] = string(out)
+	} else {
+		t.Errorf("freeze timeline of the order's record: %v", err)
+	}
+	if !strings.Contains(outputs["order timeline text"], "pwned") {
+		t.Errorf("the stop order's record does not name the hostile path, so its check proves nothing:\n%s", outputs["order timeline text"])
+	}
 	if !strings.Contains(outputs["stderr"], "pwned") {
 		t.Fatalf("the leftover's hostile path is not in freeze run's report, so this test proves nothing:\n%s", outputs["stderr"])
 	}
