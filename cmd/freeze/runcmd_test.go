@@ -540,12 +540,22 @@ func TestRunAsNobodySaysWhichGuaranteesHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o777)
+	// Nobody's own directory (freeze's writer refuses one others can
+	// write, 0777 as this test made it before).
+	os.Chmod(dir, 0o755)
 	nbin := filepath.Join(dir, "freeze")
 	if err := exefile.Copy(bin, nbin); err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(nbin, 0o755)
+	sleep := filepath.Join(dir, "sleep")
+	if err := exefile.Copy("/bin/sleep", sleep); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(sleep, 0o755)
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
 	c, code := runUnder(t, []string{"/usr/sbin/runuser", "-u", "nobody", "--", nbin, "run", "--state-dir", filepath.Join(dir, "state"),
 		"-t", filepath.Join(dir, "run.jsonl"), "--", "/bin/sh", "-c", "exit 7"}, 30*time.Second)
 	if code != 7 {
@@ -556,11 +566,6 @@ func TestRunAsNobodySaysWhichGuaranteesHold(t *testing.T) {
 	}
 	// With no group, the set is freeze's descendants: a grandchild in a
 	// new session is re-parented to freeze (the subreaper), and killed.
-	sleep := filepath.Join(dir, "sleep")
-	if err := exefile.Copy("/bin/sleep", sleep); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(sleep, 0o755)
 	c, code = runUnder(t, []string{"/usr/sbin/runuser", "-u", "nobody", "--", nbin, "run", "--wait-delay", "300ms", "--state-dir", filepath.Join(dir, "state"),
 		"-t", filepath.Join(dir, "run2.jsonl"), "--", "/bin/sh", "-c", "setsid " + sleep + " 60 & exit 0"}, 30*time.Second)
 	if code != 122 || !strings.Contains(c.Stderr(), "left its session") {
@@ -636,15 +641,17 @@ func removeKeptTimeline(t *testing.T, said string) {
 // --report through a user's symlink in a world-writable directory (the
 // audit's move: root replaced a 0600 root file with the report's JSON,
 // and a dangling link made it create a file of the user's choosing):
-// the link is replaced by the report, and what it pointed to is not
-// touched.
+// in a sticky directory others write, the writer makes only new files
+// or writes its own, so a link at the name is refused, with a warning
+// that names it, and what it pointed to is not touched. A new name
+// there is written.
 func TestRunReportFollowsNoSymlink(t *testing.T) {
 	nestsInHarness(t)
 	bin := buildFreeze(t)
 	dir := t.TempDir()
 	shared := filepath.Join(dir, "tmp")
 	os.Mkdir(shared, 0o777)
-	os.Chmod(shared, 0o1777)
+	os.Chmod(shared, 0o777|os.ModeSticky) // as /tmp
 	victim := filepath.Join(dir, "victim")
 	if err := os.WriteFile(victim, []byte("root only\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -653,12 +660,20 @@ func TestRunReportFollowsNoSymlink(t *testing.T) {
 	for _, l := range [][2]string{{"report.json", victim}, {"dangling.json", chosen}} {
 		link := filepath.Join(shared, l[0])
 		os.Symlink(l[1], link)
-		if _, code := runUnder(t, []string{bin, "run", "--report", link, "-t", filepath.Join(dir, l[0]+".jsonl"), "--", "/bin/true"}, 30*time.Second); code != 0 {
+		c, code := runUnder(t, []string{bin, "run", "--report", link, "-t", filepath.Join(dir, l[0]+".jsonl"), "--", "/bin/true"}, 30*time.Second)
+		if code != 0 {
 			t.Fatalf("freeze run --report %s: exit %d", link, code)
 		}
-		if b, err := os.ReadFile(link); err != nil || !strings.Contains(string(b), `"exit": 0`) {
-			t.Errorf("the report at %s: %q, %v", link, b, err)
+		if !strings.Contains(c.Stderr(), "warning: run: --report "+link) {
+			t.Errorf("no warning that the report was not written through the link:\n%s", c.Stderr())
 		}
+	}
+	fresh := filepath.Join(shared, "fresh.json")
+	if _, code := runUnder(t, []string{bin, "run", "--report", fresh, "-t", filepath.Join(dir, "fresh.jsonl"), "--", "/bin/true"}, 30*time.Second); code != 0 {
+		t.Fatalf("freeze run --report %s: exit %d", fresh, code)
+	}
+	if b, err := os.ReadFile(fresh); err != nil || !strings.Contains(string(b), `"exit": 0`) {
+		t.Errorf("the report at a new name in the sticky directory: %q, %v", b, err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "root only\n" {
 		t.Errorf("--report wrote through a symlink: the file it pointed to reads %q", b)
