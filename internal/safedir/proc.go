@@ -62,7 +62,9 @@ func OpenProcView(path string) (int, error) {
 		return -1, err
 	}
 	if pin >= 0 {
-		if err := unix.PidfdSendSignal(pin, 0, nil, 0); err != nil {
+		// Signal 0 checks only that the process lives: EPERM (another
+		// user's, for a non-root caller) says it does.
+		if err := unix.PidfdSendSignal(pin, 0, nil, 0); errors.Is(err, unix.ESRCH) {
 			unix.Close(fd)
 			return -1, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("process %d ended while its view was opened: %w", pid, unix.ESRCH)}
 		}
