@@ -36,6 +36,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "node":
 			return runNode(o, args[1:])
 		case "version", "--version":
+			if helpAsked(args[1:]) {
+				fmt.Fprint(o.Stdout, versionUsage)
+				return exitZero
+			}
 			fmt.Fprintln(o.Stdout, version.Get())
 			return exitZero
 		case "help":
@@ -43,6 +47,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "completion":
 			return runCompletion(o, args[1:])
 		case "man":
+			if helpAsked(args[1:]) {
+				fmt.Fprint(o.Stdout, manUsage)
+				return exitZero
+			}
 			fmt.Fprint(o.Stdout, book().Man())
 			return exitZero
 		case hiddenChain:
@@ -120,4 +128,31 @@ func helpable() []string {
 		}
 	}
 	return out
+}
+
+const versionUsage = `Usage:
+    freeze version
+
+Prints freeze's version, the commit it was built from, the Go version,
+whether cgo (and so the early priority lift) is on, and the hash of the
+gate's BPF object. --version is the same.
+`
+
+const manUsage = `Usage:
+    freeze man
+
+Prints freeze's man page (troff), the one the package installs as
+freeze(1). To read it without installing:
+    freeze man | man -l -
+`
+
+// helpAsked says whether a command that takes no options was given -h
+// or --help.
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "--help" {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ package say
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"freeze/internal/incident"
@@ -67,8 +68,8 @@ func (o Out) Incident() incident.Output {
 // common one: a flag nearest one of flags (the command's own, as
 // Options lists them), a duration without its unit (--timeout 5).
 func (o Out) FlagError(prefix string, err error, flags []string) {
-	o.Errorf("%s%v", prefix, err)
-	msg := err.Error()
+	msg := plainNumbers(err.Error())
+	o.Errorf("%s%s", prefix, msg)
 	if i := strings.Index(msg, "unknown flag: "); i >= 0 {
 		bad := strings.Fields(msg[i+len("unknown flag: "):])[0]
 		if near := DidYouMean(bad, flags); near != "" {
@@ -78,4 +79,19 @@ func (o Out) FlagError(prefix string, err error, flags []string) {
 	if strings.Contains(msg, "missing unit in duration") {
 		o.Hintf("a duration needs its unit: 5s, 2m, 500ms")
 	}
+}
+
+// parseErr is what strconv says of a word that is not a number, as pflag
+// passes it on: "strconv.ParseInt: parsing "abc": invalid syntax".
+var parseErr = regexp.MustCompile(`strconv\.Parse\w+: parsing "(?:[^"\\]|\\.)*": (invalid syntax|value out of range)`)
+
+// plainNumbers says a number flag's error in words: "not a whole number",
+// "out of range", not Go's strconv.
+func plainNumbers(msg string) string {
+	return parseErr.ReplaceAllStringFunc(msg, func(m string) string {
+		if strings.HasSuffix(m, "value out of range") {
+			return "out of range"
+		}
+		return "not a whole number"
+	})
 }
