@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -131,9 +132,9 @@ func printCensus(o out, r *census.Report) {
 		fmt.Fprintln(w, r.MemLine)
 	}
 	if t := r.Tightest; t != nil && t.Max > 0 && t.Current >= t.Max {
-		fmt.Fprintf(w, "pids cgroup %s is at its cap: %d of pids.max %d -- every fork in it fails; what runs there is below\n", show.Term(t.Path), t.Current, t.Max)
+		fmt.Fprintf(w, "pids cgroup %s is at its cap: %d of pids.max %d -- every fork in it fails%s\n", show.Term(t.Path), t.Current, t.Max, holds(t))
 	} else if t != nil && t.Ratio >= 0.9 {
-		fmt.Fprintf(w, "pids cgroup %s is near its cap: %d of pids.max %d\n", show.Term(t.Path), t.Current, t.Max)
+		fmt.Fprintf(w, "pids cgroup %s is near its cap: %d of pids.max %d%s\n", show.Term(t.Path), t.Current, t.Max, holds(t))
 	}
 	fmt.Fprintf(w, "\n%d processes; top %d executables over %s:\n", r.Total, len(r.Rows), timeline.Dur(time.Duration(r.Sample*float64(time.Second))))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -152,7 +153,14 @@ func printCensus(o out, r *census.Report) {
 			suspects++
 			// The full path: two files of one name were two suspects
 			// that read alike ("runaway: 300 copies", "runaway: 51").
-			fmt.Fprintf(w, "  %s%s: %s; processes of %s\n", show.Term(row.Exe), show.Term(where(row)), show.Term(row.Reasons), show.Term(timeline.Dash(row.Owners)))
+			atCap := ""
+			if row.InTightest {
+				atCap = "; in the pids cgroup at its cap"
+			}
+			fmt.Fprintf(w, "  %s%s: %s%s; processes of %s\n", show.Term(row.Exe), show.Term(where(row)), show.Term(row.Reasons), atCap, show.Term(timeline.Dash(row.Owners)))
+			if row.Command != "" {
+				fmt.Fprintf(w, "    stop it: %s\n", row.Command)
+			}
 		}
 	}
 	if suspects == 0 {
@@ -178,7 +186,13 @@ func printCensus(o out, r *census.Report) {
 		o.Warnf("census: %s", n)
 	}
 	if r.Command != "" {
-		fmt.Fprintf(w, "\nto stop the top suspect:\n  %s\n", r.Command)
+		which := "the top suspect"
+		for _, row := range r.Rows {
+			if row.Command == r.Command && row.InTightest {
+				which = "the suspect in the pids cgroup at its cap"
+			}
+		}
+		fmt.Fprintf(w, "\nto stop %s:\n  %s\n", which, r.Command)
 	}
 }
 
@@ -190,4 +204,12 @@ func age(s float64) string {
 		return fmt.Sprintf("%.0fm", s/60)
 	}
 	return fmt.Sprintf("%.0fs", s)
+}
+
+// holds says which of the census's rows sit in a capped group.
+func holds(t *census.PidsCgroup) string {
+	if len(t.Holds) == 0 {
+		return "; what runs there is below"
+	}
+	return "; in it: " + show.Term(strings.Join(t.Holds, ", "))
 }

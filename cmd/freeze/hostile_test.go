@@ -255,3 +255,31 @@ func TestCensusPrintsAHostileSuspectAsText(t *testing.T) {
 		}
 	}
 }
+
+// #52: the last line census prints is the one an operator copies. With a
+// container's chain in a group at its cap and a larger chain of another
+// user's elsewhere, each suspect has its own command under it, and the
+// last line names the capped one's.
+func TestCensusEndsWithTheCappedSuspectsCommand(t *testing.T) {
+	r := &census.Report{Verdict: "v", PidLine: "p", Total: 1300,
+		Tightest: &census.PidsCgroup{Path: "/sys/fs/cgroup/libpod_parent/libpod-44547caed35c", Current: 400, Max: 400, Ratio: 1, Holds: []string{"/bin/runaway in podman 44547caed35c: 400"}},
+		Rows: []census.Row{
+			{Exe: "/tmp/u/chain", Count: 900, Suspect: true, Reasons: "900 copies", Command: "freeze --path /tmp/u/chain"},
+			{Exe: "/bin/runaway", Count: 400, Suspect: true, Reasons: "400 copies", Runtime: "podman", Container: "44547caed35c", InTightest: true, Command: "freeze --container 44547caed35c --path /bin/runaway"},
+		},
+		Command: "freeze --container 44547caed35c --path /bin/runaway"}
+	var stdout bytes.Buffer
+	printCensus(out{Stdout: &stdout, Stderr: &bytes.Buffer{}}, r)
+	s := stdout.String()
+	for _, want := range []string{
+		"is at its cap: 400 of pids.max 400 -- every fork in it fails; in it: /bin/runaway in podman 44547caed35c: 400",
+		"    stop it: freeze --path /tmp/u/chain",
+		"; in the pids cgroup at its cap",
+		"    stop it: freeze --container 44547caed35c --path /bin/runaway",
+		"to stop the suspect in the pids cgroup at its cap:\n  freeze --container 44547caed35c --path /bin/runaway\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("census does not print %q:\n%s", want, s)
+		}
+	}
+}

@@ -125,7 +125,18 @@ func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {
 			list[i].Command = command(fs, &list[i], b)
 		}
 	}
-	if len(list) > 0 && list[0].Suspect {
+	tieToCap(r.Tightest, list, b)
+	// The command printed last is the one an operator copies: the
+	// suspect that sits in the group at its cap, if one does, before a
+	// larger chain elsewhere (#52: census printed another user's chain's
+	// command, while 400 copies in a container held their cap).
+	for _, row := range list {
+		if row.Suspect && row.InTightest && row.Command != "" {
+			r.Command = row.Command
+			break
+		}
+	}
+	if r.Command == "" && len(list) > 0 && list[0].Suspect {
 		r.Command = list[0].Command
 	}
 	r.Rows = list

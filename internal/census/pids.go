@@ -1,9 +1,11 @@
 package census
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -26,10 +28,14 @@ const maxCgroupDepth = 8
 
 // PidsCgroup is a cgroup with a pids limit, and how much of it is used.
 type PidsCgroup struct {
-	Path    string  `json:"path"`
-	Current int     `json:"current"`
-	Max     int     `json:"max"`
-	Ratio   float64 `json:"ratio"`
+	Path    string `json:"path"`
+	Current int    `json:"current"`
+	Max     int    `json:"max"`
+	// Holds are the census's rows with processes in the group (or below
+	// it), most first: "EXE in PLACE: N" (#52: the cap line named the
+	// group, and nothing tied it to a suspect).
+	Holds []string `json:"holds,omitempty"`
+	Ratio float64  `json:"ratio"`
 }
 
 // TightestPids walks roots for cgroups whose pids.max is a number, and
@@ -97,3 +103,53 @@ func tasks(fs proc.FS) int {
 	n, _ := strconv.Atoi(total)
 	return n
 }
+
+// tieToCap names the rows whose processes are in the tightest group when
+// it is at or near its cap (nearCap), and marks them.
+func tieToCap(t *PidsCgroup, rows []Row, procs map[int]snap) {
+	if t == nil || t.Ratio < nearCap {
+		return
+	}
+	in := map[rowKey]int{}
+	filepath.WalkDir(t.Path, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				if s, ok := procs[pid]; ok {
+					in[s.id]++
+				}
+			}
+		}
+		return nil
+	})
+	type held struct {
+		what string
+		n    int
+	}
+	var hs []held
+	for i := range rows {
+		k := rowKey{rows[i].Exe, rows[i].Dev, rows[i].Ino, rows[i].Place()}
+		if n := in[k]; n > 0 {
+			rows[i].InTightest = true
+			what := rows[i].Exe
+			if p := rows[i].Place(); !p.Host() {
+				what += " in " + p.String()
+			}
+			hs = append(hs, held{what, n})
+		}
+	}
+	sort.Slice(hs, func(i, j int) bool { return hs[i].n > hs[j].n })
+	for _, h := range hs {
+		t.Holds = append(t.Holds, fmt.Sprintf("%s: %d", h.what, h.n))
+	}
+}
+
+// nearCap is the share of its pids.max past which a group is said to be
+// near its cap.
+const nearCap = 0.9

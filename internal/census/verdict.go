@@ -78,6 +78,9 @@ type Row struct {
 	Suspect    bool    `json:"suspect"`
 	Reasons    string  `json:"reasons,omitempty"`
 	Command    string  `json:"command,omitempty"` // the freeze command, for a suspect whose path is its file
+	// InTightest: some of its processes are in the tightest pids group,
+	// which is at or near its cap.
+	InTightest bool `json:"in_tightest_pids_cgroup,omitempty"`
 	// Owners are the users whose processes these are, most first
 	// ("1000 x340, 0 x2"): whose chain it is, and whether freeze, run by
 	// that user, could see all of it.
