@@ -64,7 +64,11 @@ func runRun(o out, args []string) int {
 	if rec.Path() == "" && rep.Exit != rep.Status {
 		keepRecord(o, rec)
 	}
-	sayRun(o, rep, rec.Path())
+	if !f.jsonOut {
+		// With --json the report is the JSON alone: a reader pipes
+		// stderr to jq, which a line of words before it broke (#52).
+		sayRun(o, rep, rec.Path())
+	}
 	writeRunReports(o, f, rep, command, rec.Path())
 	return rep.Exit
 }
@@ -299,7 +303,11 @@ Options:
         --allow-leftovers  report leftovers, but keep CMD's status (and
                            leave alive what left the groups)
     -f, --format FORMAT    text (default), or json: the report as JSON on
-                           stdout at the end
+                           stderr at the end, in place of freeze's words
+                           (stdout stays CMD's own); where CMD writes
+                           nothing to stderr:
+                             freeze run --json -- CMD 2>&1 >/dev/null | jq .exit
+                           else read it from --report FILE
         --json             the same as --format json
         --report FILE      write the report as JSON to FILE
     -t, --timeline FILE    the run's timeline; by default it is kept (in

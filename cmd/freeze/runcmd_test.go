@@ -1024,3 +1024,30 @@ func TestRunNamesASocatBridgeAndItsPort(t *testing.T) {
 		t.Errorf("the tcp bridge is not named with its argv and its port:\n%s", c.Stderr())
 	}
 }
+
+// #52: 'freeze run --json' wrote a line of words before its JSON on
+// stderr, so the form its help gives (stderr to jq) failed to parse.
+// With --json, stderr is the JSON alone (for a command that writes no
+// stderr of its own), a leftover's run included.
+func TestRunJSONIsAllOfStderr(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	for _, tc := range []struct {
+		script string
+		exit   int
+	}{
+		{"exit 0", 0},
+		{"setsid " + sleep + " 60 & exit 0", 122},
+	} {
+		c, code := runUnder(t, []string{bin, "run", "--json", "--wait-delay", "200ms", "-t", filepath.Join(dir, "j.jsonl"), "--", "/bin/sh", "-c", tc.script}, 30*time.Second)
+		var j contain.ReportJSON
+		if err := json.Unmarshal([]byte(c.Stderr()), &j); err != nil {
+			t.Fatalf("%q: stderr is not one JSON report (%v):\n%s", tc.script, err, c.Stderr())
+		}
+		if code != tc.exit || j.Exit != tc.exit {
+			t.Errorf("%q: exit %d, the report's %d, want %d", tc.script, code, j.Exit, tc.exit)
+		}
+	}
+}
