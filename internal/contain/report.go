@@ -41,27 +41,60 @@ type junitFailure struct {
 // as a title and a message.
 func (rep Report) findings() [][2]string {
 	var out [][2]string
-	for _, l := range rep.Leftovers {
-		title := fmt.Sprintf("left behind: pid %d %s", l.PID, l.Comm)
-		if l.StartedBy != "" {
-			title += " (started by " + l.StartedBy + ")"
-		}
-		out = append(out, [2]string{title, l.String()})
-	}
-	if rep.CapHit() {
-		out = append(out, [2]string{fmt.Sprintf("the cap of %d tasks refused %d fork(s)", rep.Max, rep.Refused),
-			fmt.Sprintf("pids.max=%d refused %d fork(s) (peak %d tasks): a fork bomb, or a suite that needs a larger --max-procs; when it first fired the group held %s", rep.Max, rep.Refused, rep.Peak, strings.Join(rep.AtCap, ", "))})
+	for _, f := range rep.found() {
+		out = append(out, [2]string{f.title, f.msg})
 	}
 	return out
 }
 
+// titleMax bounds a finding's title: an annotation's title or a JUnit
+// case's name is a line to read at a glance (#52: the whole ~400-byte
+// chain was the title, and the message repeated it).
+const titleMax = 100
+
+// A finding is one thing a run reports to CI: a short title, the whole
+// message, and the class it belongs to (who started a leftover: the Go
+// test package, or its starter's command), for JUnit's classname.
+type finding struct {
+	title, msg, class string
+}
+
+func (rep Report) found() []finding {
+	var out []finding
+	for _, l := range rep.Leftovers {
+		f := finding{title: clip(fmt.Sprintf("left behind: pid %d %s", l.PID, l.Comm), titleMax), msg: l.String(), class: "freeze.run"}
+		if l.StartedBy != "" {
+			f.msg = "started by " + l.StartedBy + ": " + f.msg
+			f.class = clip(l.StartedBy, titleMax)
+		}
+		out = append(out, f)
+	}
+	if rep.CapHit() {
+		out = append(out, finding{title: fmt.Sprintf("the cap of %d tasks refused %d fork(s)", rep.Max, rep.Refused),
+			msg:   fmt.Sprintf("pids.max=%d refused %d fork(s) (peak %d tasks): a fork bomb, or a suite that needs a larger --max-procs; when it first fired the group held %s", rep.Max, rep.Refused, rep.Peak, strings.Join(rep.AtCap, ", ")),
+			class: "freeze.run"})
+	}
+	return out
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
 // JUnit is the run of command as JUnit XML.
 func (rep Report) JUnit(command []string) []byte {
-	name := "freeze run -- " + show.ShellJoin(command)
+	// The suite is named by the command's first words, not all of them
+	// (#52: 13 package paths named procfs's suite).
+	name := clip("freeze run -- "+show.ShellJoin(command), titleMax)
 	s := junitSuite{Name: show.Term(name), Time: fmt.Sprintf("%.3f", rep.Took.Seconds())}
-	for _, fd := range rep.findings() {
-		s.Cases = append(s.Cases, junitCase{Name: show.Term(fd[0]), Classname: "freeze.run",
-			Failure: &junitFailure{Message: show.Term(fd[0]), Type: "leftover", Text: show.Term(fd[1])}})
+	for _, fd := range rep.found() {
+		s.Cases = append(s.Cases, junitCase{Name: show.Term(fd.title), Classname: show.Term(fd.class),
+			Failure: &junitFailure{Message: show.Term(fd.title), Type: "leftover", Text: show.Term(fd.msg)}})
 	}
 	if rep.CapHit() {
 		s.Cases[len(s.Cases)-1].Failure.Type = "cap"
