@@ -212,8 +212,11 @@ func TestRunAppendsNoStepSummaryThroughAUsersLink(t *testing.T) {
 		t.Fatalf("ln -s as uid 65534: %v\n%s", err, out)
 	}
 	evil := filepath.Join(dir, "evil.so")
-	script := "setsid bash -c 'exec -a " + show.Shell(evil) + " " + show.Shell(sleep) + " 60' & exit 0"
-	cmd := []string{"/bin/sh", "-c", "GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=" + summary + " exec " + bin + " run -t " + filepath.Join(dir, "run.jsonl") + " -- bash -c " + show.Shell(script)}
+	// The library path is a word of the leftover's argv: the shell's $0
+	// (not 'exec -a', which a busybox sleep, the kernel matrix's, reads
+	// as the name of an applet).
+	script := "setsid /bin/sh -c '" + sleep + " 60; true' " + evil + " & exit 0"
+	cmd := []string{"/bin/sh", "-c", "GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY=" + summary + " exec " + bin + " run -t " + filepath.Join(dir, "run.jsonl") + " -- /bin/sh -c " + show.Shell(script)}
 	c, code := runUnder(t, cmd, 60*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
