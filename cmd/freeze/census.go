@@ -43,6 +43,7 @@ Options:
         --json              the same as --format json
         --run-dir DIR       the guard's directory, for its metrics
                             (default /run/freeze, or $FREEZE_RUN_DIR)
+    -h, --help              this text
 
 Metrics (prometheus): freeze_processes, freeze_tasks, freeze_pid_max,
 freeze_pids_cgroup_current and _max (the pids cgroup nearest its limit),

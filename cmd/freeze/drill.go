@@ -134,6 +134,7 @@ Options:
                              does), instead of running the stop order here
         --run-dir DIR        the guard's directory (default /run/freeze,
                              or $FREEZE_RUN_DIR)
+    -h, --help               this text
 
 Exit codes:
     0   the chain was contained to zero and nothing was left behind

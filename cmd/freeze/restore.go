@@ -67,6 +67,7 @@ is left alone and said.
 
 Options:
     -t, --timeline FILE   the timeline of the run that revoked exec
+    -h, --help            this text
 
 Exit codes:
     0   every mode was put back (or the run revoked nothing)

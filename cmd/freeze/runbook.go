@@ -67,4 +67,5 @@ operator follows while a chain eats the machine.
 
 Options:
     -l, --list   the runbooks, one a line, with what each is for
+    -h, --help   this text
 `

@@ -67,7 +67,7 @@ func runRun(o out, args []string) int {
 	if !f.jsonOut {
 		// With --json the report is the JSON alone: a reader pipes
 		// stderr to jq, which a line of words before it broke (#52).
-		sayRun(o, rep, rec.Path())
+		sayRun(o, rep, rec.Path(), f.delay)
 	}
 	writeRunReports(o, f, rep, command, rec.Path())
 	return rep.Exit
@@ -88,7 +88,7 @@ func keepRecord(o out, rec *timeline.Recorder) {
 }
 
 // sayRun says, in freeze's voice, what held and what was left.
-func sayRun(o out, rep contain.Report, tl string) {
+func sayRun(o out, rep contain.Report, tl string, delay time.Duration) {
 	if rep.Cap == contain.CapRlimit {
 		o.Warnf("run: %s", rep.CapWhy)
 	}
@@ -110,6 +110,12 @@ func sayRun(o out, rep contain.Report, tl string) {
 		status = fmt.Sprintf("%d process(es) outlived it and were killed", n)
 	}
 	o.Sayf("run: %s in %s; %s; the group is empty (zero confirmed)", rep.ExitWords(), timeline.Dur(rep.Took), status)
+	if len(rep.Leftovers) > 0 && delay >= slowDelay {
+		// #52: on a suite that leaks, this wait was most of freeze's
+		// overhead (pytest: 2.0 s a run, 1.02 s with 100ms), and
+		// nothing said so.
+		o.Sayf("run: of that, up to %s was --wait-delay, the leftovers' time to exit before they were killed: on a suite that leaves processes each run, it is most of freeze's cost (--wait-delay 100ms shortens it)", timeline.Dur(delay))
+	}
 	if !rep.Zero {
 		o.Errorf("run: %s", rep.Why)
 		o.Hintf("see 'freeze census'; the groups are named in %s", tl)
@@ -316,6 +322,7 @@ Options:
         --reap             end the groups of runs whose freeze was killed
         --state-dir DIR    where runs leave their state files for --reap
                            (default /run/freeze for root)
+    -h, --help             this text
 
 Exit codes:
     CMD's own status, when nothing outlived it and the cap was not hit
@@ -326,3 +333,7 @@ Exit codes:
     124   --timeout fired
     2     usage;  3   freeze run could not start (no command run)
 `
+
+// slowDelay is the --wait-delay past which a run with leftovers says what
+// the wait cost.
+const slowDelay = 500 * time.Millisecond

@@ -1051,3 +1051,26 @@ func TestRunJSONIsAllOfStderr(t *testing.T) {
 		}
 	}
 }
+
+// #52: on a suite that leaves processes, the default 1 s --wait-delay
+// was most of freeze run's overhead, and nothing said so. With a
+// leftover and a wait of 500 ms or more, the run says what the wait
+// cost and how to shorten it; with a short wait, it does not.
+func TestRunSaysWhatTheWaitDelayCost(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sleep := copyTool(t, dir, "sleep")
+	for _, tc := range []struct {
+		delay string
+		says  bool
+	}{{"1s", true}, {"100ms", false}} {
+		c, code := runUnder(t, []string{bin, "run", "--wait-delay", tc.delay, "-t", filepath.Join(dir, tc.delay+".jsonl"), "--", "/bin/sh", "-c", "setsid " + sleep + " 60 & exit 0"}, 30*time.Second)
+		if code != 122 {
+			t.Fatalf("--wait-delay %s: exit %d, want 122 (a leftover):\n%s", tc.delay, code, c.Stderr())
+		}
+		if says := strings.Contains(c.Stderr(), "was --wait-delay") && strings.Contains(c.Stderr(), "--wait-delay 100ms shortens it"); says != tc.says {
+			t.Errorf("--wait-delay %s: says what the wait cost %v, want %v:\n%s", tc.delay, says, tc.says, c.Stderr())
+		}
+	}
+}

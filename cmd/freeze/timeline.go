@@ -119,4 +119,5 @@ Options:
                           image, which has no cat or tar)
         --json            the same as --format json
         --fleet DIR       a directory of collected timelines; repeatable
+    -h, --help            this text
 `
