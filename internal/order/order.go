@@ -105,11 +105,14 @@ func Run(o say.Out, f Flags, req incident.Request) incident.Report {
 // Request checks the flags and makes the run's request of them; a
 // non-zero code means stop with it (the words are said).
 func (f Flags) Request(o say.Out) (incident.Request, int) {
-	spec, code := f.spec(o)
+	// The flags' own errors first: a usage error after the targets'
+	// notices ("--path X is a symlink: matching ...") read as if the
+	// targets were the problem (#52).
+	method, code := f.check(o)
 	if code != 0 {
 		return incident.Request{}, code
 	}
-	method, code := f.check(o)
+	spec, code := f.spec(o)
 	if code != 0 {
 		return incident.Request{}, code
 	}
