@@ -162,8 +162,33 @@ func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	defer signal.Stop(sigs)
 	rep.Root = os.Geteuid() == 0
 	rep.Support, rep.WouldUse = Supports()
+	// The machine in a few lines first, then the drill; the gate's
+	// programs one by one come after it (#52: 30 lines of them came
+	// first, five "does not load here ... operation not permitted",
+	// which a newcomer read as failures). The matrix reads them
+	// wherever they are in the drill's output.
+	var programs []string
 	for _, l := range rep.Support {
+		if strings.HasPrefix(l, "  BPF ") {
+			programs = append(programs, l)
+			continue
+		}
 		say("machine: " + l)
+	}
+	if len(programs) > 0 {
+		loads := 0
+		for _, l := range programs {
+			if strings.Contains(l, ": loads") {
+				loads++
+			}
+		}
+		say(fmt.Sprintf("machine: the gate's programs: %d of %d load on this kernel (one that does not is a stronger form freeze does without here, not a failure); each is listed after the drill", loads, len(programs)))
+		defer func() {
+			say("machine: the gate's programs on this kernel, one by one:")
+			for _, l := range programs {
+				say("machine: " + l)
+			}
+		}()
 	}
 	if c.Size < 1 || c.Size > MaxSize {
 		return rep, fmt.Errorf("--size %d: choose 1 to %d", c.Size, MaxSize)
