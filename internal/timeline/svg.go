@@ -3,10 +3,11 @@ package timeline
 import (
 	"bytes"
 	"fmt"
-	"freeze/internal/show"
 	"io"
 	"strings"
 	"time"
+
+	"freeze/internal/show"
 )
 
 // The picture's size, in SVG user units (pixels at 100%).
@@ -112,15 +113,18 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 		last = 1
 	}
 	const barW = 12.0
-	inner := plotW - 2*barW // room for a bar's width at both ends
+	// Room for a bar's width at the start, and for the last group's
+	// label at the end (#52: the last bar sat on the right edge).
+	inner := plotW - 2*barW - 40
 	xOf := func(ms float64) float64 { return float64(svgLeft) + barW + inner*ms/last }
-	// The time axis: ticks at 0, half and the end.
-	for _, ms := range []float64{0, last / 2, last} {
-		x := xOf(ms)
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333333"/>`+"\n", x, base, x, base+4)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", x, base+50, DurMS(ms))
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333333"/>`+"\n", xOf(0), base, xOf(0), base+4)
+	type drawn struct {
+		p   ChartPoint
+		mid float64
+		h   float64
 	}
-	prevX, labelX := -1e9, -1e9
+	var bars []drawn
+	prevX := -1e9
 	for _, p := range pts {
 		x := xOf(p.AtMS) - barW/2
 		if x < prevX+barW { // the same moment as the last bar: beside it
@@ -128,25 +132,73 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 		}
 		prevX = x
 		h := plotH * float64(p.N) / float64(most)
-		mid := x + barW/2
-		color := "#4878a8"
-		switch {
-		case strings.HasPrefix(p.Label, "kill"):
-			color = "#c0504d"
-		case p.Label == "zero":
-			color = "#3a8a3a"
-		}
 		fmt.Fprintf(b, `<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s at %s: %d</title></rect>`+"\n",
-			x, base-h, barW-1, h, color, show.XML(p.Label), DurMS(p.AtMS), p.N)
-		if mid-labelX < 56 {
-			continue // no room: the tooltip has it
+			x, base-h, barW-1, h, barColor(p.Label), show.XML(p.Label), DurMS(p.AtMS), p.N)
+		if p.Label == "zero" {
+			// Zero has no height: a green mark on the axis says it.
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="4" fill="%s"/>`+"\n", x, base-4, barW-1, barColor(p.Label))
 		}
-		labelX = mid
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%d</text>`+"\n", mid, base-h-5, color, p.N)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, show.XML(p.Label))
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, DurMS(p.AtMS))
+		bars = append(bars, drawn{p, x + barW/2, h})
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale</text>`+"\n", svgWidth-svgRight, svgHeight-2)
+	// One label for each group of bars too close to be told apart
+	// (#52: "freeze 2" and "freeze 3" had none, and zero neither): its
+	// steps ("freeze 1-3", "kill 1, zero"), the count of its tallest
+	// bar above it, and the group's first time below.
+	for i := 0; i < len(bars); {
+		j := i + 1
+		for j < len(bars) && bars[j].mid-bars[i].mid < 56 {
+			j++
+		}
+		group := bars[i:j]
+		top := group[0]
+		for _, d := range group {
+			if d.h > top.h {
+				top = d
+			}
+		}
+		mid := (group[0].mid + group[len(group)-1].mid) / 2
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%d</text>`+"\n", top.mid, base-top.h-5, barColor(top.p.Label), top.p.N)
+		var labels []string
+		for _, d := range group {
+			labels = append(labels, d.p.Label)
+		}
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, show.XML(groupLabel(labels)))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, DurMS(group[0].p.AtMS))
+		i = j
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale: 0 to %s</text>`+"\n", svgWidth-svgRight, svgHeight-2, DurMS(last))
+}
+
+// barColor is a step's color: freeze's steps blue, kill rounds red,
+// zero green.
+func barColor(label string) string {
+	switch {
+	case strings.HasPrefix(label, "kill"):
+		return "#c0504d"
+	case label == "zero":
+		return "#3a8a3a"
+	}
+	return "#4878a8"
+}
+
+// groupLabel names a group of steps: "freeze 1-3" for a run of one
+// kind's rounds, else the steps joined ("kill 1, zero").
+func groupLabel(labels []string) string {
+	if len(labels) == 1 {
+		return labels[0]
+	}
+	kind, first, _ := strings.Cut(labels[0], " ")
+	lastKind, lastN, _ := strings.Cut(labels[len(labels)-1], " ")
+	same := first != "" && kind == lastKind
+	for _, l := range labels {
+		if k, _, _ := strings.Cut(l, " "); k != kind {
+			same = false
+		}
+	}
+	if same {
+		return kind + " " + first + "-" + lastN
+	}
+	return strings.Join(labels, ", ")
 }
 
 // clip shortens s to n runes, marking the cut.

@@ -47,3 +47,45 @@ func TestSVGBarsOnATrueTimeAxis(t *testing.T) {
 		t.Errorf("bars not to scale: gaps %.1f (same moment), %.1f (303 ms), %.1f (3 ms)", near, far, end)
 	}
 }
+
+// #52: the picture as an operator attaches it. Bars too close to be told
+// apart share one label ("freeze 1-3"; "kill 1, zero": zero had neither
+// bar nor label), zero has a mark, the last bar stands clear of the
+// right edge, and the time axis has no second row of ticks (which read
+// as typos under the steps' own times).
+func TestSVGLabelsEveryStepAndKeepsClearOfTheEdge(t *testing.T) {
+	in := `{"time":"2026-12-01T10:00:00.000Z","elapsed_ms":0,"step":"start"}
+{"time":"2026-12-01T10:00:00.074Z","elapsed_ms":74,"step":"match","matched":319}
+{"time":"2026-12-01T10:00:00.318Z","elapsed_ms":318,"step":"freeze-round","round":1,"matched":319}
+{"time":"2026-12-01T10:00:00.320Z","elapsed_ms":320,"step":"freeze-round","round":2,"matched":334}
+{"time":"2026-12-01T10:00:00.322Z","elapsed_ms":322,"step":"freeze-round","round":3,"matched":334}
+{"time":"2026-12-01T10:00:00.759Z","elapsed_ms":759,"step":"kill-round","round":1,"live":334}
+{"time":"2026-12-01T10:00:00.762Z","elapsed_ms":762,"step":"zero"}
+`
+	events, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := SVG(&b, events); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	for _, want := range []string{">match<", ">freeze 1-3<", ">kill 1, zero<", `fill="#3a8a3a"/>`, "to scale: 0 to 762ms"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the picture has no %q:\n%s", want, svg)
+		}
+	}
+	if n := strings.Count(svg, ">381ms<"); n != 0 {
+		t.Errorf("a tick at half the run (381ms) is written as a second row of times")
+	}
+	var right float64
+	for _, m := range regexp.MustCompile(`<rect class="bar" x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"`).FindAllStringSubmatch(svg, -1) {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		w, _ := strconv.ParseFloat(m[2], 64)
+		right = max(right, x+w)
+	}
+	if edge := float64(svgWidth - svgRight); right > edge-20 {
+		t.Errorf("the last bar ends at %.1f, within 20 of the plot's right edge (%.0f)", right, edge)
+	}
+}
