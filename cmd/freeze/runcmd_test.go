@@ -988,9 +988,34 @@ func TestRunNamesThePytestTestThatLeftADaemon(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(suite, "test_daemon.py"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "pytest.jsonl"), "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--rootdir", suite, suite}, 90*time.Second)
+	ours, theirs := filepath.Join(dir, "freeze.xml"), filepath.Join(dir, "pytest.xml")
+	c, code := runUnder(t, []string{"/usr/bin/env", "GITHUB_ACTIONS=true", bin, "run", "-t", filepath.Join(dir, "pytest.jsonl"), "--junit", ours, "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--rootdir", suite, "--junitxml", theirs, suite}, 90*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
+	}
+	// #52: the annotation sits on the test's file, with a short title,
+	// and freeze's JUnit merges with pytest's own: the leftover's case
+	// has the classname pytest gives its test, and is named after it.
+	if !regexp.MustCompile(`(?m)^::error file=test_daemon.py,title=test_starts_a_daemon%3A left behind%3A pid \d+ sleep::`).MatchString(c.Stdout()) {
+		t.Errorf("no annotation on test_daemon.py titled after its test:\n%s", c.Stdout())
+	}
+	merge := `import sys, junitparser
+x = junitparser.JUnitXml()
+for f in sys.argv[1:]:
+    y = junitparser.JUnitXml.fromfile(f)
+    for s in ([y] if isinstance(y, junitparser.TestSuite) else list(y)):
+        x.add_testsuite(s)
+for s in x:
+    for c in s:
+        print(s.name, "|", c.classname, "|", c.name, "|", "fail" if c.result else "pass")
+`
+	if out, err := exec.Command(py, "-c", merge, theirs, ours).CombinedOutput(); err != nil {
+		if !strings.Contains(string(out), "No module named") {
+			t.Errorf("junitparser could not merge pytest's JUnit and freeze's: %v\n%s", err, out)
+		}
+	} else if !regexp.MustCompile(`(?m)^pytest \| test_daemon \| test_starts_a_daemon \| pass$`).Match(out) ||
+		!regexp.MustCompile(`(?m)^freeze run -- .* \| test_daemon \| test_starts_a_daemon: left behind: pid \d+ sleep \| fail$`).Match(out) {
+		t.Errorf("the merged JUnit does not hold pytest's case and freeze's leftover beside it, with one classname:\n%s", out)
 	}
 	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(helper) + ` 60 .*started by the pytest test \S*test_daemon.py::test_starts_a_daemon \(call\) \(xdist worker gw\d\), through .*-m pytest`).MatchString(c.Stderr()) {
 		t.Errorf("the leftover does not name the pytest test, worker and pytest that started it:\n%s", c.Stderr())

@@ -38,3 +38,18 @@ func TestFindingsAreShortAndNamedByTheirStarter(t *testing.T) {
 		t.Errorf("cases %+v, want one whose classname is its starter, at most 100 characters", s.Cases)
 	}
 }
+
+// PYTEST_CURRENT_TEST as pytest sets it, split as pytest's own JUnit
+// names the test.
+func TestPytestID(t *testing.T) {
+	for in, want := range map[string][3]string{
+		"test_daemon.py::test_starts_a_daemon (call)": {"test_starts_a_daemon", "test_daemon", "test_daemon.py"},
+		"sub/test_x.py::TestC::test_m (setup)":        {"test_m", "sub.test_x.TestC", "sub/test_x.py"},
+		"tests/test_p.py::test_param[a b] (call)":     {"test_param[a b]", "tests.test_p", "tests/test_p.py"},
+	} {
+		test, class, file := pytestID(in)
+		if got := [3]string{test, class, file}; got != want {
+			t.Errorf("pytestID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

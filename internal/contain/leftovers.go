@@ -37,6 +37,11 @@ type Leftover struct {
 	// argv ("" where the lineage could not be recorded).
 	Args      []string
 	StartedBy string
+	// Test, Class and File name the test that started it where its
+	// runner says (pytest: test_start, test_daemon, sub/test_daemon.py),
+	// for CI's own reports: a JUnit case that merges with the runner's,
+	// an annotation on the test's file.
+	Test, Class, File string
 
 	id proc.ID // pid and start time, as seen when it was listed
 }
@@ -69,6 +74,7 @@ func (l *Leftover) name(lin *lineage) {
 			}
 		}
 		if test != "" {
+			l.Test, l.Class, l.File = pytestID(test)
 			what := "the pytest test " + test
 			if worker != "" {
 				what += " (xdist worker " + worker + ")"
@@ -266,4 +272,21 @@ func uptimeTicks() uint64 {
 	var s float64
 	fmt.Sscanf(string(b), "%f", &s)
 	return uint64(s * 100)
+}
+
+// pytestID splits PYTEST_CURRENT_TEST ("sub/test_x.py::TestC::test_m
+// (call)") into the test's name, the classname pytest's own JUnit gives
+// it ("sub.test_x.TestC") and its file.
+func pytestID(current string) (test, class, file string) {
+	id, _, _ := strings.Cut(current, " (")
+	parts := strings.Split(id, "::")
+	file = parts[0]
+	class = strings.ReplaceAll(strings.TrimSuffix(file, ".py"), "/", ".")
+	if len(parts) > 2 {
+		class += "." + strings.Join(parts[1:len(parts)-1], ".")
+	}
+	if len(parts) > 1 {
+		test = parts[len(parts)-1]
+	}
+	return test, class, file
 }

@@ -57,6 +57,7 @@ const titleMax = 100
 // test package, or its starter's command), for JUnit's classname.
 type finding struct {
 	title, msg, class string
+	file              string // the test's file, where its runner says
 }
 
 func (rep Report) found() []finding {
@@ -66,6 +67,12 @@ func (rep Report) found() []finding {
 		if l.StartedBy != "" {
 			f.msg = "started by " + l.StartedBy + ": " + f.msg
 			f.class = clip(l.StartedBy, titleMax)
+		}
+		if l.Test != "" {
+			// Named as the runner names the test: the case sits by the
+			// runner's own when the two JUnit files are merged.
+			f.title = clip(l.Test+": "+f.title, titleMax)
+			f.class, f.file = l.Class, l.File
 		}
 		out = append(out, f)
 	}
@@ -116,8 +123,12 @@ func (rep Report) GitHub(stdout io.Writer) error {
 	}
 	code, why := rep.Exit, rep.Why
 	fds := rep.findings()
-	for _, fd := range fds {
-		fmt.Fprintf(stdout, "::error title=%s::%s\n", show.WorkflowProperty(fd[0]), show.Workflow(fd[1]))
+	for _, f := range rep.found() {
+		file := ""
+		if f.file != "" {
+			file = "file=" + show.WorkflowProperty(f.file) + ","
+		}
+		fmt.Fprintf(stdout, "::error %stitle=%s::%s\n", file, show.WorkflowProperty(f.title), show.Workflow(f.msg))
 	}
 	path := os.Getenv("GITHUB_STEP_SUMMARY")
 	if path == "" {
