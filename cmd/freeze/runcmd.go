@@ -103,6 +103,8 @@ func sayRun(o out, rep contain.Report, tl string, delay time.Duration) {
 		o.Sayf("run: the cap fired: %d fork(s) refused at pids.max=%d (peak %d tasks)", rep.Refused, rep.Max, rep.Peak)
 		if len(rep.AtCap) > 0 {
 			o.Sayf("run: when it first fired, the group held: %s", show.Term(strings.Join(rep.AtCap, ", ")))
+		} else if rep.AtCapMissed != "" {
+			o.Sayf("run: what the group held when it first fired is not known: %s", rep.AtCapMissed)
 		}
 	}
 	status := "nothing outlived it"

@@ -78,6 +78,8 @@ type Report struct {
 	// its processes counted by executable, most first ("2043 x
 	// /tmp/x/bomb"), from one look at the group.
 	AtCap []string
+	// AtCapMissed says what the looks saw when they named nothing.
+	AtCapMissed string
 	// Lineage: the process events connector recorded who started whom
 	// (root only); each leftover then names who started it.
 	Lineage bool
@@ -102,13 +104,31 @@ const capLookEvery = 100 * time.Millisecond
 type capWatch struct {
 	held []string
 	done bool
+	// What the looks saw, for a run whose cap fired and whose looks named
+	// nothing (seen once, on 5.10 beside a second load, cause not found):
+	// how many looks, and the last one's refusals and listed processes.
+	looks, lastRefused, lastListed int
+}
+
+// missed says what the looks saw when they named nothing.
+func (w *capWatch) missed() string {
+	if w.done {
+		return ""
+	}
+	return fmt.Sprintf("%d looks at the group named nothing; the last saw %d refused forks in pids.events and %d processes in cgroup.procs", w.looks, w.lastRefused, w.lastListed)
 }
 
 func (w *capWatch) look(cp *capped) {
-	if w.done || cp.refused() == 0 {
+	if w.done {
+		return
+	}
+	w.looks++
+	w.lastRefused, w.lastListed = cp.refused(), 0
+	if w.lastRefused == 0 {
 		return
 	}
 	pids, _ := cp.members()
+	w.lastListed = len(pids)
 	if len(pids) == 0 {
 		// A group at its cap may hold only zombies for a moment (its
 		// forkers exited, freeze has not reaped them yet): the pids
@@ -210,6 +230,7 @@ func run(c Config) (Report, error) {
 	settle(c, cp, sigs)
 	atCap.look(cp)
 	rep.AtCap = atCap.held
+	rep.AtCapMissed = atCap.missed()
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut, lin)
 	// A root command can always leave the groups (a write of its pid to
 	// another cgroup.procs): the cap and the teardown then miss it. freeze

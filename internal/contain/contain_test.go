@@ -108,6 +108,9 @@ func TestTheCapsLookWaitsForAGroupThatListsAProcess(t *testing.T) {
 	if len(w.held) != 0 {
 		t.Fatalf("a group that lists nobody held %v", w.held)
 	}
+	if m := w.missed(); m != "1 looks at the group named nothing; the last saw 3 refused forks in pids.events and 0 processes in cgroup.procs" {
+		t.Errorf("what the look saw: %q", m)
+	}
 	by := bystander(t)
 	if err := os.WriteFile(filepath.Join(cp.pids, "cgroup.procs"), []byte(strconv.Itoa(by.PID)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -116,5 +119,8 @@ func TestTheCapsLookWaitsForAGroupThatListsAProcess(t *testing.T) {
 	exe, _ := os.Readlink("/proc/" + strconv.Itoa(by.PID) + "/exe")
 	if want := "1 x " + exe; len(w.held) != 1 || w.held[0] != want || exe == "" {
 		t.Fatalf("the look after the group listed its process held %q, want [%q]", w.held, want)
+	}
+	if m := w.missed(); m != "" {
+		t.Errorf("a look that named the group's process still says it missed: %q", m)
 	}
 }

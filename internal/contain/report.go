@@ -167,9 +167,11 @@ type ReportJSON struct {
 	Peak      int                    `json:"peak"`
 	Leftovers []timeline.RunLeftover `json:"leftovers"`
 	AtCap     []string               `json:"at_cap,omitempty"` // what the group held when the cap first fired
-	Zero      bool                   `json:"zero"`
-	Timeline  string                 `json:"timeline,omitempty"`
-	TookMS    float64                `json:"took_ms"`
+	// AtCapMissed: what the looks saw when they named nothing.
+	AtCapMissed string  `json:"at_cap_missed,omitempty"`
+	Zero        bool    `json:"zero"`
+	Timeline    string  `json:"timeline,omitempty"`
+	TookMS      float64 `json:"took_ms"`
 }
 
 // JSON is the report as --format json prints it and --report writes it;
@@ -177,7 +179,7 @@ type ReportJSON struct {
 func (r Report) JSON(tl string) []byte {
 	j := ReportJSON{Exit: r.Exit, Why: r.Why, Status: r.Status, Cap: r.Cap, CapWhy: r.CapWhy, Group: r.Group, TimedOut: r.TimedOut,
 		Refused: r.Refused, Peak: r.Peak, Zero: r.Zero, Timeline: tl, TookMS: msOf(r.Took),
-		Leftovers: []timeline.RunLeftover{}, AtCap: r.AtCap}
+		Leftovers: []timeline.RunLeftover{}, AtCap: r.AtCap, AtCapMissed: r.AtCapMissed}
 	for _, l := range r.Leftovers {
 		j.Leftovers = append(j.Leftovers, l.Record())
 	}
