@@ -56,7 +56,10 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	scratch := t.TempDir()
-	os.Chmod(scratch, 0o777) // the other user's TMPDIR: lock and timeline fall back here
+	// The other user's TMPDIR, as /tmp is: lock and timeline fall back
+	// here. Sticky: freeze's writer refuses a directory others can write
+	// that is not (its records then fell back to /tmp and stayed there).
+	os.Chmod(scratch, 0o777|os.ModeSticky)
 	link := filepath.Join(scratch, "link")
 	if err := os.Symlink(chain.Path, link); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ var writeFlags = map[string]bool{
 }
 
 // writeCalls write a file without a flag to spell.
-var writeCalls = map[string]bool{"os.WriteFile": true, "os.Create": true, "ioutil.WriteFile": true}
+var writeCalls = map[string]bool{"os.WriteFile": true, "os.Create": true, "os.CreateTemp": true, "ioutil.WriteFile": true, "ioutil.TempFile": true}
 
 // TestOneWriter walks the code linked into freeze (go list -deps of
 // cmd/freeze; the test-only helpers are not in it) and fails on any

@@ -1,6 +1,8 @@
 package safedir
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -243,4 +245,26 @@ func splitPath(dir string) []string {
 		}
 	}
 	return out
+}
+
+// CreateTemp makes a new file in dir whose name is pattern with its last
+// "*" replaced by a random string (os.CreateTemp's), through Open: the
+// directory judged, the file made with O_EXCL and checked on its
+// descriptor. It is the fallback record's writer.
+func CreateTemp(dir, pattern string, perm os.FileMode) (*os.File, error) {
+	prefix, suffix := pattern, ""
+	if i := strings.LastIndex(pattern, "*"); i >= 0 {
+		prefix, suffix = pattern[:i], pattern[i+1:]
+	}
+	var err error
+	for try := 0; try < 100; try++ {
+		var rnd [6]byte
+		rand.Read(rnd[:])
+		var f *os.File
+		f, err = CreateNew(filepath.Join(dir, prefix+hex.EncodeToString(rnd[:])+suffix), perm)
+		if !errors.Is(err, unix.EEXIST) {
+			return f, err
+		}
+	}
+	return nil, err
 }

@@ -230,7 +230,7 @@ func (r *Recorder) SaveCopy(dirs ...string) (string, error) {
 	}
 	var errs []error
 	for _, d := range dirs {
-		f, err := os.CreateTemp(d, strings.TrimSuffix(name, ".jsonl")+"-*.jsonl")
+		f, err := safedir.CreateTemp(d, strings.TrimSuffix(name, ".jsonl")+"-*.jsonl", 0o600)
 		if err != nil {
 			errs = append(errs, err)
 			continue
