@@ -183,13 +183,14 @@ func Refuse(p proc.FS, t Target, hasArg, force bool) *Refusal {
 	base := strings.TrimSuffix(t.Basename, ".exe")
 	// Daemons by identity (the one judge, judge.go): the system's cron
 	// is refused; a user's test binary named cron is that user's chain.
-	if name, ok := SystemFile(t.File); ok && isDaemon(name) {
-		return &Refusal{Rule: t.Path + " is the system daemon " + name + " (the very file the system runs)", Hint: "check that this is really the runaway chain, then add --force", Forcible: true}
+	sys, isSys := SystemFile(t.File)
+	if isSys && isDaemon(sys) {
+		return &Refusal{Rule: t.Path + " is the system daemon " + sys + " (the very file the system runs)", Hint: "check that this is really the runaway chain, then add --force", Forcible: true}
 	}
 	// Interpreters by identity, and by name: any python runs every
 	// script, the system's or a copy in a virtualenv.
-	if name, ok := SystemFile(t.File); ok && !hasArg && IsInterpreter(name) {
-		base = name
+	if isSys && !hasArg && IsInterpreter(sys) {
+		base = sys
 	}
 	if !hasArg && IsInterpreter(base) {
 		return &Refusal{Rule: t.Path + " is a shell or interpreter: every script it runs would match", Hint: "add --arg with the script path (for example --arg /path/to/loop.py), or --force to stop every " + base, Forcible: true}
