@@ -74,7 +74,7 @@ func svgTitle(b *bytes.Buffer, events []Event) {
 			fmt.Fprintf(b, `<text x="%d" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", svgLeft, show.XML(l))
 			continue
 		}
-		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11">%s</text>`+"\n", svgLeft, 26+i*16, show.XML(clip(show.Term(l), 110)))
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11">%s</text>`+"\n", svgLeft, 26+i*16, show.XML(Clip(show.Term(l), 110)))
 	}
 }
 
@@ -201,8 +201,8 @@ func groupLabel(labels []string) string {
 	return strings.Join(labels, ", ")
 }
 
-// clip shortens s to n runes, marking the cut.
-func clip(s string, n int) string {
+// Clip shortens s to n runes, marking the cut.
+func Clip(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
