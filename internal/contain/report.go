@@ -84,9 +84,6 @@ func (rep Report) found() []finding {
 	return out
 }
 
-	return string(r[:n-1]) + "…"
-}
-
 // JUnit is the run of command as JUnit XML.
 func (rep Report) JUnit(command []string) []byte {
 	// The suite is named by the command's first words, not all of them
