@@ -205,6 +205,34 @@ func TestRunCapStopsAForkBomb(t *testing.T) {
 	}
 }
 
+// The cap that first fires in the grace, after the command exited, is
+// named too: the command leaves a shell that waits, then starts sleeps to
+// past the cap (a shell that retries a refused fork, as bash does,
+// starts the rest as the first exit), and all of them are gone before
+// the grace ends. freeze
+// run looked only before and after the grace, so it counted the
+// refusals and named nothing (the 5.10 flake's shape, made certain).
+func TestRunNamesACapThatFiredInTheGrace(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sh := copyTool(t, dir, "sh")
+	sleep := copyTool(t, dir, "sleep")
+	script := `(` + sleep + ` 0.3; i=0; while [ $i -lt 40 ]; do ` + sleep + ` 3 & i=$((i+1)); done; wait) & exit 0`
+	report := filepath.Join(dir, "report.json")
+	c, code := runUnder(t, []string{bin, "run", "--max-procs", "32", "--wait-delay", "30s", "--report", report, "-t", filepath.Join(dir, "run.jsonl"),
+		"--", sh, "-c", script}, 60*time.Second)
+	if code != 123 {
+		t.Fatalf("exit %d, want %d (the cap fired); stderr:\n%s", code, 123, c.Stderr())
+	}
+	if !regexp.MustCompile(`when it first fired, the group held: \d+ x ` + regexp.QuoteMeta(sleep)).MatchString(c.Stderr()) {
+		t.Errorf("freeze run does not name what the group held when the cap fired in the grace (%s):\n%s", sleep, c.Stderr())
+	}
+	if strings.Contains(c.Stderr(), "left behind") {
+		t.Errorf("the sleeps were gone before the grace ended, yet freeze run lists leftovers:\n%s", c.Stderr())
+	}
+}
+
 // The command's own status passes through when nothing is left: 0, 3,
 // and 128+15 for a command killed by SIGTERM.
 func TestRunPassesTheStatusThrough(t *testing.T) {

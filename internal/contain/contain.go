@@ -227,10 +227,8 @@ func run(c Config) (Report, error) {
 	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r, sigs, func() { atCap.look(cp) })
 	atCap.look(cp) // a command that exited at once: its tree is still there
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
-	settle(c, cp, sigs)
+	settle(c, cp, sigs, func() { atCap.look(cp) })
 	atCap.look(cp)
-	rep.AtCap = atCap.held
-	rep.AtCapMissed = atCap.missed()
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut, lin)
 	// A root command can always leave the groups (a write of its pid to
 	// another cgroup.procs): the cap and the teardown then miss it. freeze
@@ -244,7 +242,17 @@ func run(c Config) (Report, error) {
 	if !c.KeepEscaped {
 		killEscaped(esc)
 	}
+	// The last look, with the count of refusals, just before the
+	// teardown: the cap can first fire after the grace, while the
+	// leftovers are read. A bomb that grew slowly (5.10 under TCG beside
+	// a second load: the command exited at 714 ms, and the cap had only
+	// just fired when its 54 leftovers were listed, 110-180 ms old, with
+	// four of bash's "fork: retry" lines) was reported with 60 refusals
+	// and no look that saw one. The refusals are counted first: the look reads them again (the
+	// count only grows), so a count above zero is one the look saw.
 	rep.Refused, rep.Peak = cp.refused(), cp.peak()
+	atCap.look(cp)
+	rep.AtCap, rep.AtCapMissed = atCap.held, atCap.missed()
 	tearDown(c, cp, cmd.Process.Pid, lin, &rep)
 	rep.Took = time.Since(t0)
 	return rep, nil
@@ -362,8 +370,13 @@ func statusOf(ws unix.WaitStatus) int {
 // settle gives the command's descendants WaitDelay to exit by
 // themselves once the command has. A signal to freeze meanwhile ends the
 // grace: the teardown follows at once.
-func settle(c Config, cp *capped, sigs <-chan os.Signal) {
+func settle(c Config, cp *capped, sigs <-chan os.Signal, every func()) {
+	next := time.Now()
 	for end := time.Now().Add(c.WaitDelay); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(next) {
+			every()
+			next = time.Now().Add(capLookEvery)
+		}
 		if n, _ := live(cp); n == 0 {
 			return
 		}
