@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -28,13 +29,13 @@ type drillFlags struct {
 	via, runDir   string
 }
 
-func runDrill(o out, args []string) int {
+func runDrill(ctx context.Context, o out, args []string) int {
 	f, m, code := parseDrillFlags(o, args)
 	if code >= 0 {
 		return code
 	}
 	o.Sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
-	rep, err := drill.Run(drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Via: f.via, RunDir: f.runDir,
+	rep, err := drill.Run(ctx, drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Via: f.via, RunDir: f.runDir,
 		Timeline: f.timeline, Stderr: o.Stderr, Out: o.Incident()})
 	if err != nil {
 		o.Errorf("drill: %v", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,12 +28,12 @@ type guardFlags struct {
 
 // runGuard is 'freeze guard': its flags, then the guard's whole life
 // (guard.Run), and the words for what it could not arm with.
-func runGuard(o out, args []string) int {
+func runGuard(ctx context.Context, o out, args []string) int {
 	f, code := parseGuardFlags(o, args)
 	if code >= 0 {
 		return code
 	}
-	err := guard.Run(guard.Options{RunDir: f.runDir, AutoN: f.autoN, AutoKill: f.autoKill, AutoUnder: f.autoUnder,
+	err := guard.Run(ctx, guard.Options{RunDir: f.runDir, AutoN: f.autoN, AutoKill: f.autoKill, AutoUnder: f.autoUnder,
 		MetricsFile: f.metricsFile, MetricsEvery: f.metricsEvery, Health: f.health,
 		Say: func(s string) { o.Sayf("guard: %s", s) }})
 	var oe *guard.OptionError

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "drill":
-			return runDrill(o, args[1:])
+			return withCtx(func(ctx context.Context) int { return runDrill(ctx, o, args[1:]) })
 		case "runbook":
 			return runRunbook(o, args[1:])
 		case "timeline":
@@ -30,9 +31,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "restore":
 			return runRestore(o, args[1:])
 		case "guard":
-			return runGuard(o, args[1:])
+			return withCtx(func(ctx context.Context) int { return runGuard(ctx, o, args[1:]) })
 		case "run":
-			return runRun(o, args[1:])
+			return withCtx(func(ctx context.Context) int { return runRun(ctx, o, args[1:]) })
 		case "node":
 			return runNode(o, args[1:])
 		case "version", "--version":
@@ -59,12 +60,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return contain.Child(args[1:])
 		}
 	}
-	return runStop(o, args)
+	return withCtx(func(ctx context.Context) int { return runStop(ctx, o, args) })
+}
+
+// withCtx runs a command that acts (the stop order, the drill, the
+// guard, freeze run) with the signals caught for its whole life: see
+// withSignals.
+func withCtx(cmd func(context.Context) int) int {
+	ctx, stop := withSignals(context.Background())
+	defer stop()
+	return cmd(ctx)
 }
 
 // runStop is the stop order's command: parse and check the words once,
 // hand the request to a running guard if one answers, else run it here.
-func runStop(o out, args []string) int {
+func runStop(ctx context.Context, o out, args []string) int {
 	f, code := order.Parse(o, args)
 	if code >= 0 {
 		return code
@@ -78,7 +88,7 @@ func runStop(o out, args []string) int {
 		if code != 0 {
 			return code
 		}
-		return order.Run(o, f, req).Code
+		return order.Run(ctx, o, f, req).Code
 	}
 	// The guard runs in its own directory: a relative --timeline would be
 	// written there (#24, finding 9). Resolved here, where the operator
@@ -100,7 +110,7 @@ func runStop(o out, args []string) int {
 		o.Warnf("%v; running here instead", err)
 	}
 	o.Stderr.Write(pre.Bytes())
-	return order.Run(o, f, req).Code
+	return order.Run(ctx, o, f, req).Code
 }
 
 // runHelp is 'freeze help [CMD]': the usage of freeze or of CMD.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -33,7 +34,7 @@ type runFlags struct {
 
 // runRun is 'freeze run': parse, run the command contained, say what
 // was left, and exit with the command's status or one of run's codes.
-func runRun(o out, args []string) int {
+func runRun(ctx context.Context, o out, args []string) int {
 	f, command, code := parseRunFlags(o, args)
 	if code >= 0 {
 		return code
@@ -53,7 +54,7 @@ func runRun(o out, args []string) int {
 	if f.timeline != "" {
 		rec = incident.OpenTimeline(f.timeline, quiet)
 	}
-	rep, err := contain.Run(contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
+	rep, err := contain.Run(ctx, contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
 		Self: self, StateDir: f.stateDir, Rec: rec, KeepEscaped: f.allowLeftovers, FailLeftovers: f.leaks == "fail" && !f.allowLeftovers})
 	if err != nil {
 		rec.Close()

@@ -14,11 +14,11 @@
 package contain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"sort"
 	"strconv"
 	"syscall"
@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/interrupt"
 	"freeze/internal/proc"
 	"freeze/internal/show"
 	"freeze/internal/timeline"
@@ -164,9 +165,11 @@ func (w *capWatch) look(cp *capped) {
 func (r Report) CapHit() bool { return r.Refused > 0 }
 
 // Run runs c.Command to its end, then tears down what is left, and
-// records the verdict (run-end) with its exit code.
-func Run(c Config) (Report, error) {
-	rep, err := run(c)
+// records the verdict (run-end) with its exit code. ctx ended (the
+// command's SIGINT, SIGTERM or SIGHUP) passes its signal on to the
+// command's process group, as a shell would, and ends the run.
+func Run(ctx context.Context, c Config) (Report, error) {
+	rep, err := run(ctx, c)
 	if err != nil {
 		return rep, err
 	}
@@ -180,21 +183,18 @@ func Run(c Config) (Report, error) {
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // run runs the command and tears its tree down.
-func run(c Config) (Report, error) {
+func run(ctx context.Context, c Config) (Report, error) {
 	t0 := time.Now()
 	rep := Report{Status: -1, Peak: -1, Max: c.MaxProcs}
 	if len(c.Command) == 0 {
 		return rep, errors.New("no command")
 	}
-	// Signals are caught before anything is made: one that came after
-	// the command's start and before the wait killed freeze (Go's default
-	// for SIGTERM) and left the command running and the groups in place
-	// (CI, kernel matrix, 6.12). One caught now is passed on to the
-	// command's group as soon as there is one, and the run ends as any
-	// signalled run does.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	// The command catches signals before anything is made (ctx): one
+	// that came after the command's start and before the wait killed
+	// freeze (Go's default for SIGTERM) and left the command running and
+	// the groups in place (CI, kernel matrix, 6.12). One that came before
+	// the start is passed on to the command's group as soon as there is
+	// one, and the run ends as any signalled run does.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return rep, fmt.Errorf("PR_SET_CHILD_SUBREAPER: %w", err)
 	}
@@ -224,10 +224,10 @@ func run(c Config) (Report, error) {
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()
 	var atCap capWatch
-	rep.Status, rep.Signaled, rep.TimedOut = wait(c, cmd.Process.Pid, r, sigs, func() { atCap.look(cp) })
+	rep.Status, rep.Signaled, rep.TimedOut = wait(ctx, c, cmd.Process.Pid, r, func() { atCap.look(cp) })
 	atCap.look(cp) // a command that exited at once: its tree is still there
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
-	settle(c, cp, sigs, func() { atCap.look(cp) })
+	settle(ctx, c, cp, func() { atCap.look(cp) })
 	atCap.look(cp)
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut, lin)
 	// A root command can always leave the groups (a write of its pid to
@@ -316,9 +316,9 @@ func start(c Config, cp *capped) (*exec.Cmd, error) {
 }
 
 // wait waits for the command to exit, the timeout, or a signal to
-// freeze on sigs, which is passed on to the command's process group as a
-// shell would. It returns the command's status (-1 if it did not exit).
-func wait(c Config, pid int, r *reaper, sigs <-chan os.Signal, every func()) (status int, signaled string, timedOut bool) {
+// freeze (ctx's end), which is passed on to the command's process group
+// as a shell would. It returns the command's status (-1 if it did not exit).
+func wait(ctx context.Context, c Config, pid int, r *reaper, every func()) (status int, signaled string, timedOut bool) {
 	tick := time.NewTicker(capLookEvery)
 	defer tick.Stop()
 	var timeout <-chan time.Time
@@ -345,9 +345,9 @@ func wait(c Config, pid int, r *reaper, sigs <-chan os.Signal, every func()) (st
 			case <-time.After(c.KillAfter):
 				return -1, signaled, true
 			}
-		case s := <-sigs:
-			sig := s.(syscall.Signal)
-			signaled = unix.SignalName(sig)
+		case <-ctx.Done():
+			sig := interrupt.Signal(ctx)
+			signaled = interrupt.Name(sig)
 			unix.Kill(-pid, sig)
 			// The command gets WaitDelay to end on it; then the group goes.
 			select {
@@ -369,8 +369,21 @@ func statusOf(ws unix.WaitStatus) int {
 
 // settle gives the command's descendants WaitDelay to exit by
 // themselves once the command has. A signal to freeze meanwhile ends the
-// grace: the teardown follows at once.
-func settle(c Config, cp *capped, sigs <-chan os.Signal, every func()) {
+// grace: the teardown follows at once. If the wait already passed a
+// signal on to the command, a further one does.
+func settle(ctx context.Context, c Config, cp *capped, every func()) {
+	ended := ctx.Done()
+	var again <-chan syscall.Signal
+	if ctx.Err() != nil {
+		ended = nil
+		if cause, ok := interrupt.Of(ctx); ok {
+			again = cause.Later
+		}
+	}
+	grace := func(sig syscall.Signal) {
+		name := interrupt.Name(sig)
+		c.Rec.RecordOf(timeline.StageNone, timeline.StepSignal, name+" while the command's descendants had their grace: tearing down now", timeline.SignalCaught{Signal: name})
+	}
 	next := time.Now()
 	for end := time.Now().Add(c.WaitDelay); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(next) {
@@ -381,9 +394,11 @@ func settle(c Config, cp *capped, sigs <-chan os.Signal, every func()) {
 			return
 		}
 		select {
-		case s := <-sigs:
-			name := unix.SignalName(s.(syscall.Signal))
-			c.Rec.RecordOf(timeline.StageNone, timeline.StepSignal, name+" while the command's descendants had their grace: tearing down now", timeline.SignalCaught{Signal: name})
+		case <-ended:
+			grace(interrupt.Signal(ctx))
+			return
+		case sig := <-again:
+			grace(sig)
 			return
 		default:
 		}

@@ -9,12 +9,12 @@
 package drill
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,6 +29,7 @@ import (
 	"freeze/internal/gate"
 	"freeze/internal/guard"
 	"freeze/internal/incident"
+	"freeze/internal/interrupt"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
@@ -124,7 +125,9 @@ func Supports() (lines []string, use freeze.Method) {
 }
 
 // Run runs a drill, recorded from its start to its verdict (drill-end).
-func Run(c Config) (Report, error) {
+// ctx ended (the command's SIGINT, SIGTERM or SIGHUP) ends the set-up,
+// or the practice run between two steps, and the drill cleans up.
+func Run(ctx context.Context, c Config) (Report, error) {
 	// The drill's words never hold its run up (incident.Output.Detached).
 	var flush func()
 	c.Out, flush = c.Out.Detached()
@@ -137,7 +140,7 @@ func Run(c Config) (Report, error) {
 	}
 	c.Timeline = rec.Path()
 	say := func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) }
-	rep, err := run(c, rec, say)
+	rep, err := run(ctx, c, rec, say)
 	rep.Passed = err == nil && rep.StopErr == nil && rep.Ended == timeline.StepZero && len(rep.Leftovers) == 0
 	rec.RecordOf(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[rep.Passed]),
 		timeline.DrillEnd{Passed: rep.Passed, Reached: rep.Reached, Leftovers: rep.Leftovers})
@@ -148,18 +151,14 @@ func Run(c Config) (Report, error) {
 
 // run sets the drill's chain up, practises on it and cleans up. rec
 // records the incident part; say records and prints a line.
-func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err error) {
+func run(ctx context.Context, c Config, rec *timeline.Recorder, say func(string)) (rep Report, err error) {
 	// A drill ended by a signal before its run (Ctrl-C during the set-up,
 	// or its output piped to head, which closes the pipe) still removes
-	// its chain: SIGPIPE is ignored (a write then fails instead of
-	// killing the drill), and SIGINT, SIGTERM and SIGHUP end the set-up
-	// through the same cleanup as a drill that finished. Before, such a
-	// drill died with its chain running until the chain's own deadline,
-	// and its cgroup stayed.
-	signal.Ignore(syscall.SIGPIPE)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	// its chain: the command ignores SIGPIPE (a write then fails instead
+	// of killing the drill), and SIGINT, SIGTERM and SIGHUP end ctx, and
+	// with it the set-up, through the same cleanup as a drill that
+	// finished. Before, such a drill died with its chain running until
+	// the chain's own deadline, and its cgroup stayed.
 	rep.Root = os.Geteuid() == 0
 	rep.Support, rep.WouldUse = Supports()
 	// The machine in a few lines first, then the drill; the gate's
@@ -215,7 +214,7 @@ func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	rep.Cap = ch.capDesc
 	say(fmt.Sprintf("drill: started a %s chain from %s, capped by %s", c.Shape, ch.path, ch.capDesc))
 	var sig os.Signal
-	rep.Reached, sig = ch.waitPopulation(c.Size, growDeadline, sigs)
+	rep.Reached, sig = ch.waitPopulation(ctx, c.Size, growDeadline)
 	if sig != nil {
 		return rep, fmt.Errorf("drill: %v during the set-up: its chain is removed, nothing was practised", sig)
 	}
@@ -230,7 +229,7 @@ func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 	if ch.capDir != "" {
 		stopWatch = WatchCap(ch.capDir)
 	}
-	practise(c, spec, ch.path, rec, &rep, say)
+	practise(ctx, c, spec, ch.path, rec, &rep, say)
 	if stopWatch != nil {
 		cs := stopWatch()
 		rep.CapSample = &cs
@@ -242,7 +241,7 @@ func run(c Config, rec *timeline.Recorder, say func(string)) (rep Report, err er
 
 // practise runs the stop order on the drill's chain, as an incident would
 // (or hands it to the guard c.Ask reaches), and records how it ended.
-func practise(c Config, spec match.Spec, path string, rec *timeline.Recorder, rep *Report, say func(string)) {
+func practise(ctx context.Context, c Config, spec match.Spec, path string, rec *timeline.Recorder, rep *Report, say func(string)) {
 	method := c.Method
 	if method == "" {
 		method = freeze.Auto
@@ -255,7 +254,7 @@ func practise(c Config, spec match.Spec, path string, rec *timeline.Recorder, re
 	}
 	// The incident's own path, with the incident's refusals, lift,
 	// lock and record: the drill practises what an incident runs.
-	r := incident.RunOn(incident.Request{
+	r := incident.RunOn(ctx, incident.Request{
 		Spec: spec, Method: method,
 		Limits:  incident.Limits{Rounds: incident.Defaults.Rounds, Timeout: c.Timeout, RoundWait: incident.Defaults.RoundWait},
 		Command: []string{"freeze", "--path", path, "(drill)"},
@@ -416,7 +415,7 @@ func (c *chain) makeCap(size int) error {
 	return nil
 }
 
-func (c *chain) waitPopulation(n int, within time.Duration, sigs <-chan os.Signal) (int, os.Signal) {
+func (c *chain) waitPopulation(ctx context.Context, n int, within time.Duration) (int, os.Signal) {
 	end := time.Now().Add(within)
 	for {
 		p := len(c.live())
@@ -424,8 +423,8 @@ func (c *chain) waitPopulation(n int, within time.Duration, sigs <-chan os.Signa
 			return p, nil
 		}
 		select {
-		case s := <-sigs:
-			return p, s
+		case <-ctx.Done():
+			return p, interrupt.Signal(ctx)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -15,6 +15,7 @@ package guard
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,7 +83,7 @@ type Asked struct {
 
 // Runner runs one request; what the run prints goes to stdout and stderr.
 // A guard's own is the stop order's (order.Asked); a test gives its own.
-type Runner func(req Asked, stdout, stderr io.Writer) incident.Report
+type Runner func(ctx context.Context, req Asked, stdout, stderr io.Writer) incident.Report
 
 // Config arms a guard.
 type Config struct {
@@ -251,9 +252,11 @@ func (g *Guard) Close() error {
 	return nil
 }
 
-// Serve reads requests until stop is closed, running them one after
-// another.
-func (g *Guard) Serve(stop <-chan struct{}) {
+// Serve reads requests until ctx ends, running them one after another,
+// each with ctx: its end (the guard's SIGTERM) ends a run between two
+// steps.
+func (g *Guard) Serve(ctx context.Context) {
+	stop := ctx.Done()
 	go g.readFIFO()
 	go g.accept()
 	// The heartbeat and the automatic mode end with stop, and Serve waits
@@ -273,7 +276,7 @@ func (g *Guard) Serve(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case r := <-g.queue:
-			g.handle(r)
+			g.handle(ctx, r)
 		}
 	}
 }
@@ -438,7 +441,7 @@ func peer(conn *net.UnixConn) (*unix.Ucred, error) {
 }
 
 // handle runs one request and logs it.
-func (g *Guard) handle(r request) {
+func (g *Guard) handle(ctx context.Context, r request) {
 	if r.done != nil {
 		defer close(r.done)
 	}
@@ -455,7 +458,7 @@ func (g *Guard) handle(r request) {
 		g.ack("running", r.line)
 	}
 	t0 := time.Now()
-	res := g.run(Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
+	res := g.run(ctx, Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
 	if r.source == "fifo" {
 		g.ack(fmt.Sprintf("done exit %d %s", res.Code, res.Outcome), r.line)
 	}
@@ -473,15 +476,15 @@ func (g *Guard) handle(r request) {
 
 // run runs one request: the test's Runner, or the stop order, which
 // takes the spare gate; then the guard readies itself for the next.
-func (g *Guard) run(req Asked, stdout, stderr io.Writer) incident.Report {
+func (g *Guard) run(ctx context.Context, req Asked, stdout, stderr io.Writer) incident.Report {
 	if g.c.Run != nil {
-		return g.c.Run(req, stdout, stderr)
+		return g.c.Run(ctx, req, stdout, stderr)
 	}
 	var spare func() *gate.Gate
 	if g.c.Armed != nil {
 		spare = g.c.Armed.Take
 	}
-	rep := order.Asked(say.Out{Stdout: stdout, Stderr: stderr}, req.Words, req.Judged, spare)
+	rep := order.Asked(ctx, say.Out{Stdout: stdout, Stderr: stderr}, req.Words, req.Judged, spare)
 	if g.c.After != nil {
 		g.c.After()
 	}

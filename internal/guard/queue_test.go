@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"os"
@@ -97,7 +98,7 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	got := make(chan []string, 1)
-	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) incident.Report {
+	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, req Asked, stdout, stderr io.Writer) incident.Report {
 		words := req.Words
 		got <- words
 		return incident.Report{Code: 0, Outcome: timeline.StepZero}
@@ -127,12 +128,13 @@ func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, served := make(chan struct{}), make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
 	// Serve returns once the request it handles has written its answer
 	// (the ack file, the log); Close after that, or an answer written
 	// late kept the run directory from being removed (seen once in CI).
-	defer func() { close(stop); <-served; g2.Close() }()
-	go func() { g2.Serve(stop); close(served) }()
+	defer func() { stop(); <-served; g2.Close() }()
+	go func() { g2.Serve(ctx); close(served) }()
 	select {
 	case words := <-got:
 		if strings.Join(words, " ") != "--path /tmp/x/tool" {

@@ -1,17 +1,17 @@
 package guard
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"freeze/internal/incident"
+	"freeze/internal/interrupt"
 )
 
 // Options are a guard's, as its command line gives them.
@@ -42,10 +42,11 @@ func (e *OptionError) Error() string { return e.Option + ": " + e.Err.Error() }
 func (e *OptionError) Unwrap() error { return e.Err }
 
 // Run is a guard's whole life: arm (the automatic mode, the lift, the
-// run directory, the armed run), serve requests until SIGTERM or SIGINT
-// while keeping the metrics file and the health port, then disarm. An
-// error is one it could not arm with (an *OptionError names the option).
-func Run(opt Options) error {
+// run directory, the armed run), serve requests until ctx ends (the
+// command's SIGTERM, SIGINT or SIGHUP) while keeping the metrics file
+// and the health port, then disarm. An error is one it could not arm
+// with (an *OptionError names the option).
+func Run(ctx context.Context, opt Options) error {
 	// The guard's own lines (its stderr: the journal) never hold a
 	// request up: under a fork bomb journald is starved like everything
 	// at ordinary priority, its stream fills, and a guard that waited to
@@ -80,25 +81,19 @@ func Run(opt Options) error {
 	// state (runlock's directory, /run/freeze): it ends the runs whose
 	// freeze was killed.
 	w = NewWatcher(g, opt.MetricsFile, opt.MetricsEvery, opt.RunDir, opt.Say)
-	return g.serveUntilSignal(w, opt.Health)
+	return g.serveUntil(ctx, w, opt.Health)
 }
 
-// serveUntilSignal serves until SIGTERM or SIGINT, keeping the metrics
-// file, and answers GET /healthz on health if it is set.
-func (g *Guard) serveUntilSignal(w *Watcher, health string) error {
-	stop := make(chan struct{})
-	var once sync.Once
-	quit := func() { once.Do(func() { close(stop) }) }
-	defer quit()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sig)
+// serveUntil serves until ctx ends, keeping the metrics file, and
+// answers GET /healthz on health if it is set.
+func (g *Guard) serveUntil(ctx context.Context, w *Watcher, health string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := ctx.Done()
 	go func() {
-		select {
-		case s := <-sig:
-			g.c.Say("stopping on " + s.String())
-			quit()
-		case <-stop:
+		<-stop
+		if c, ok := interrupt.Of(ctx); ok {
+			g.c.Say("stopping on " + interrupt.Name(c.Signal))
 		}
 	}()
 	if w.File != "" {
@@ -125,7 +120,7 @@ func (g *Guard) serveUntilSignal(w *Watcher, health string) error {
 	defer n.Close()
 	n.Send("READY=1\nSTATUS=armed")
 	go n.Watchdog(stop)
-	g.Serve(stop)
+	g.Serve(ctx)
 	n.Send("STOPPING=1")
 	<-done
 	if w.File != "" {

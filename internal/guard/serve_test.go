@@ -2,6 +2,7 @@ package guard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ func arm(t *testing.T) *armed {
 func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 	t.Helper()
 	a := &armed{dir: filepath.Join(t.TempDir(), "run")}
-	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(req Asked, stdout, stderr io.Writer) incident.Report {
+	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(_ context.Context, req Asked, stdout, stderr io.Writer) incident.Report {
 		words := req.Words
 		a.mu.Lock()
 		a.asked = append(a.asked, words)
@@ -51,13 +52,13 @@ func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 		t.Fatal(err)
 	}
 	a.g = g
-	stop := make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { g.Serve(stop); close(done) }()
+	go func() { g.Serve(ctx); close(done) }()
 	t.Cleanup(func() {
 		// Serve first: a request it is handling writes its answer (the
 		// ack file, the log) until it returns, and Close after that.
-		close(stop)
+		stop()
 		<-done
 		g.Close()
 	})

@@ -11,6 +11,7 @@
 package incident
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -133,7 +134,7 @@ type Report struct {
 // CPU and the run lock, records into a timeline of its own, and closes it.
 // What it says goes to o without the run ever waiting on it
 // (Output.Detached).
-func Run(req Request, o Output) Report {
+func Run(ctx context.Context, req Request, o Output) Report {
 	o, flush := o.Detached()
 	defer flush()
 	var rec *timeline.Recorder
@@ -145,7 +146,7 @@ func Run(req Request, o Output) Report {
 		}
 		return rec
 	}
-	rep := prepared(req, o, open)
+	rep := prepared(ctx, req, o, open)
 	if rec != nil {
 		CloseTimeline(rec, o)
 		rep.Timeline = rec.Path()
@@ -156,8 +157,8 @@ func Run(req Request, o Output) Report {
 // RunOn runs one request into a recorder the caller owns and closes (the
 // drill's, which holds the practice chain's lines around the run): the
 // same refusals, lift, lock and record as Run.
-func RunOn(req Request, rec *timeline.Recorder, o Output) Report {
-	rep := prepared(req, o, func() *timeline.Recorder { return rec })
+func RunOn(ctx context.Context, req Request, rec *timeline.Recorder, o Output) Report {
+	rep := prepared(ctx, req, o, func() *timeline.Recorder { return rec })
 	rep.Timeline = rec.Path()
 	return rep
 }
@@ -165,7 +166,7 @@ func RunOn(req Request, rec *timeline.Recorder, o Output) Report {
 // prepared refuses what cannot be done safely, takes the CPU and the run
 // lock, then opens the record (only once nothing refused the run: a
 // refused run records nothing) and runs.
-func prepared(req Request, o Output, open func() *timeline.Recorder) Report {
+func prepared(ctx context.Context, req Request, o Output, open func() *timeline.Recorder) Report {
 	if err := refuseHidePID(req.fs(), req.Force, o); err != nil {
 		return refused(err)
 	}
@@ -177,22 +178,21 @@ func prepared(req Request, o Output, open func() *timeline.Recorder) Report {
 	defer lock.Release()
 	rec := open()
 	recordTakeover(lock, rec)
-	return run(req, raised, rec)
+	return run(ctx, req, raised, rec)
 }
 
 // run is the stop order between the preparation and the closing of the
-// timeline, with signals caught for its length.
-func run(req Request, raised []string, rec *timeline.Recorder) Report {
+// timeline, with the signals that end ctx recorded for its length.
+func run(ctx context.Context, req Request, raised []string, rec *timeline.Recorder) Report {
 	priority.OnDrop(func(why string) {
 		rec.RecordOf(timeline.StageNone, timeline.StepPriorityDropped, why, timeline.PriorityDropped{Reason: "RLIMIT_RTTIME"})
 	})
-	interrupt, stopWatch := watchSignals(rec)
-	res, err := stop.Run(stop.Config{
+	stopWatch := recordSignals(ctx, rec)
+	res, err := stop.Run(ctx, stop.Config{
 		FS: req.fs(), Open: req.Open, Tuning: req.tuning(), Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
 		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
 		Command: req.Command, Priority: raised, LiftedAt: liftedAt(), LiftCPU: liftCPU(),
 		RevokeExec: req.RevokeExec, Disposable: req.Disposable, Force: req.Force,
-		Interrupt: interrupt,
 	}, rec)
 	stopWatch()
 	recordMemory(rec)

@@ -1,6 +1,7 @@
 package incident
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/freeze"
+	"freeze/internal/interrupt"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
@@ -77,7 +79,7 @@ func brief(r Report) string {
 func TestReportIsTheRecordsEnd(t *testing.T) {
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	var s said
-	rep := Run(request(idleTarget(t), tl), s.output())
+	rep := Run(context.Background(), request(idleTarget(t), tl), s.output())
 	if rep.Outcome != timeline.StepNothingMatched || rep.Code != timeline.ExitZero || rep.Err != nil || rep.Timeline != tl {
 		t.Fatalf("%s; want nothing-matched, exit 0, timeline %s", brief(rep), tl)
 	}
@@ -107,7 +109,7 @@ func TestTheLockRefusesASecondRun(t *testing.T) {
 	defer held.Release()
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	var s said
-	rep := Run(request(spec, tl), s.output())
+	rep := Run(context.Background(), request(spec, tl), s.output())
 	var locked *LockedError
 	if rep.Outcome != timeline.StepRefused || rep.Code != timeline.ExitRefused || !errors.As(rep.Err, &locked) {
 		t.Fatalf("%s; want refused by the lock", brief(rep))
@@ -119,7 +121,7 @@ func TestTheLockRefusesASecondRun(t *testing.T) {
 		t.Errorf("a refused run wrote its timeline: %v", err)
 	}
 	held.Release()
-	if rep := Run(request(spec, tl), s.output()); rep.Outcome != timeline.StepNothingMatched {
+	if rep := Run(context.Background(), request(spec, tl), s.output()); rep.Outcome != timeline.StepNothingMatched {
 		t.Errorf("once the lock is released: %s", brief(rep))
 	}
 }
@@ -135,7 +137,7 @@ func TestAnUnwritableTimelineFallsBack(t *testing.T) {
 	}
 	tl := filepath.Join(notDir, "t.jsonl")
 	var s said
-	rep := Run(request(idleTarget(t), tl), s.output())
+	rep := Run(context.Background(), request(idleTarget(t), tl), s.output())
 	if rep.Outcome != timeline.StepNothingMatched {
 		t.Fatalf("%s; want nothing-matched despite the timeline", brief(rep))
 	}
@@ -158,8 +160,10 @@ func TestAnUnwritableTimelineFallsBack(t *testing.T) {
 	}
 }
 
-// SIGINT mid-run ends it between two steps with the chain still held,
-// is recorded, and the same request run again finishes the chain.
+// SIGINT mid-run (the command's catcher ends the run's context with it:
+// cmd/freeze's interrupt tests send the real signal) ends it between two
+// steps with the chain still held, is recorded, and the same request run
+// again finishes the chain.
 func TestSIGINTEndsTheRunBetweenSteps(t *testing.T) {
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Cap: 50, HopCap: 1000000, Timeout: 300 * time.Second, Interval: 100 * time.Millisecond})
 	if n := c.WaitPopulation(50, 90*time.Second); n < 50 {
@@ -173,15 +177,17 @@ func TestSIGINTEndsTheRunBetweenSteps(t *testing.T) {
 	t.Cleanup(func() { containtest.RemoveGroups(t, freeze.GroupDirs(freeze.GroupName(spec))...) })
 	var s said
 	out := s.output()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	sent, seen := false, make(chan struct{})
 	out.Blocking = true // the run waits at the match step below
 	out.Progress = func(e timeline.Event) {
 		switch {
 		case e.Step == timeline.StepMatch && !sent:
 			sent = true
-			syscall.Kill(os.Getpid(), syscall.SIGINT) // as an operator's ^C reaches freeze
-			// Hold the run here until the signal is in: delivery is
-			// asynchronous, and under load it landed in the kill rounds.
+			interrupt.Cancel(cancel, syscall.SIGINT) // as an operator's ^C reaches freeze
+			// Hold the run here until the signal is recorded: the
+			// recording is asynchronous.
 			select {
 			case <-seen:
 			case <-time.After(10 * time.Second):
@@ -190,14 +196,14 @@ func TestSIGINTEndsTheRunBetweenSteps(t *testing.T) {
 			close(seen)
 		}
 	}
-	rep := Run(request(spec, filepath.Join(t.TempDir(), "t.jsonl")), out)
+	rep := Run(ctx, request(spec, filepath.Join(t.TempDir(), "t.jsonl")), out)
 	if rep.Outcome != timeline.StepInterrupted || rep.Code != timeline.ExitInterrupted || rep.Signal != "SIGINT" {
 		t.Fatalf("%s; want interrupted by SIGINT, exit 4", brief(rep))
 	}
 	if n := len(c.Survivors()); n < 50 {
 		t.Fatalf("an interrupt between steps killed part of the chain: %d of 50 alive", n)
 	}
-	rep = Run(request(spec, filepath.Join(t.TempDir(), "t2.jsonl")), s.output())
+	rep = Run(context.Background(), request(spec, filepath.Join(t.TempDir(), "t2.jsonl")), s.output())
 	if rep.Outcome != timeline.StepZero {
 		t.Fatalf("the run again: %s", brief(rep))
 	}

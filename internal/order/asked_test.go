@@ -2,6 +2,7 @@ package order
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ func TestRelativeTimelineOfARequest(t *testing.T) {
 		var stderr bytes.Buffer
 		// /tmp/x/tool does not exist: a request that passes the check
 		// is refused next, as a usage error, before anything runs.
-		res := Asked(say.Out{Stdout: &stderr, Stderr: &stderr}, strings.Fields(words), nil, nil)
+		res := Asked(context.Background(), say.Out{Stdout: &stderr, Stderr: &stderr}, strings.Fields(words), nil, nil)
 		said := strings.Contains(stderr.String(), "is relative: the guard does not know your directory")
 		if res.Code != 2 || said != relative {
 			t.Errorf("%q: exit %d, refused as relative %v, want exit 2 and %v; said:\n%s", words, res.Code, said, relative, stderr.String())
@@ -48,7 +49,7 @@ func TestAutoRequestRefusesAReplacedFile(t *testing.T) {
 	}
 	words := []string{"--path", tool, "--hold", "--timeline", filepath.Join(dir, "t.jsonl")}
 	var said bytes.Buffer
-	if res := Asked(say.Out{Stdout: &said, Stderr: &said}, words, &judged, nil); res.Code != 0 || res.Outcome != "nothing-matched" {
+	if res := Asked(context.Background(), say.Out{Stdout: &said, Stderr: &said}, words, &judged, nil); res.Code != 0 || res.Outcome != "nothing-matched" {
 		t.Fatalf("the judged file itself: exit %d (%s):\n%s", res.Code, res.Outcome, said.String())
 	}
 	// The swap: another file renamed over the path (made while the
@@ -61,7 +62,7 @@ func TestAutoRequestRefusesAReplacedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	said.Reset()
-	res := Asked(say.Out{Stdout: &said, Stderr: &said}, words, &judged, nil)
+	res := Asked(context.Background(), say.Out{Stdout: &said, Stderr: &said}, words, &judged, nil)
 	if res.Code != 3 || !strings.Contains(said.String(), "no longer the file the guard judged") {
 		t.Fatalf("after the swap: exit %d (%s):\n%s", res.Code, res.Outcome, said.String())
 	}

@@ -7,6 +7,7 @@
 package order
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -65,9 +66,10 @@ func (f Flags) Timeline() string { return f.timeline }
 // socket's hand-over, the automatic mode's hold): parsed and checked
 // once, then run in this process (the guard's), with what the run says
 // going to the asker. judged, if not nil, is the file an automatic
-// request judged: the words must still name it. spare hands the run the
+// request judged: the words must still name it. ctx is the request's
+// (the guard's: its SIGTERM ends a run between two steps). spare hands the run the
 // gate a guard loaded ahead, once the request has passed its checks.
-func Asked(o say.Out, words []string, judged *proc.File, spare func() *gate.Gate) incident.Report {
+func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *gate.Gate) incident.Report {
 	f, code := Parse(o, words)
 	if code >= 0 {
 		return incident.Report{Code: code, Outcome: timeline.StepUsage}
@@ -92,12 +94,13 @@ func Asked(o say.Out, words []string, judged *proc.File, spare func() *gate.Gate
 	if spare != nil {
 		req.Gate = spare()
 	}
-	return Run(o, f, req)
+	return Run(ctx, o, f, req)
 }
 
-// Run runs a checked request in this process and says how it ended.
-func Run(o say.Out, f Flags, req incident.Request) incident.Report {
-	rep := incident.Run(req, o.Incident())
+// Run runs a checked request in this process and says how it ended;
+// ctx ended (a signal) ends the run between two steps.
+func Run(ctx context.Context, o say.Out, f Flags, req incident.Request) incident.Report {
+	rep := incident.Run(ctx, req, o.Incident())
 	Report(o, f, rep)
 	return rep
 }

@@ -20,6 +20,7 @@
 package stop
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -31,6 +32,7 @@ import (
 
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
+	"freeze/internal/interrupt"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/rounds"
@@ -80,11 +82,6 @@ type Config struct {
 	RevokeExec bool
 	Disposable []string
 	Force      bool
-	// Interrupt carries SIGINT, SIGTERM and SIGHUP (incident catches
-	// them for the run's length). The run looks
-	// at it between steps and between rounds, never inside one: it ends
-	// the run with what is frozen still frozen, and records where.
-	Interrupt <-chan os.Signal
 }
 
 // Tuning are settings for measurements, not for an incident: the
@@ -169,6 +166,8 @@ var errDone = errors.New("done")
 
 // run is the state the steps share.
 type run struct {
+	// ctx is the run's: ended, the run stops at its next look.
+	ctx      context.Context
 	c        Config
 	rec      *timeline.Recorder
 	out      Outcome
@@ -185,9 +184,12 @@ type run struct {
 
 // Run applies the stop order. It returns the outcome and, unless the
 // chain was brought to zero (or there was nothing to do), an error
-// saying why not.
-func Run(c Config, rec *timeline.Recorder) (Outcome, error) {
-	r := &run{c: c, rec: rec, deadline: time.Now().Add(c.Timeout), scanner: match.NewScanner(c.FS, c.Spec)}
+// saying why not. The run looks at ctx between steps and between
+// rounds, never inside one: ended (SIGINT, SIGTERM or SIGHUP, its cause
+// an *interrupt.Cause), it ends the run with what is frozen still
+// frozen, and records where.
+func Run(ctx context.Context, c Config, rec *timeline.Recorder) (Outcome, error) {
+	r := &run{ctx: ctx, c: c, rec: rec, deadline: time.Now().Add(c.Timeout), scanner: match.NewScanner(c.FS, c.Spec)}
 	r.recordStart()
 	err := r.steps(
 		r.gate,
@@ -238,13 +240,11 @@ func (r *run) interrupted() bool {
 	if r.out.Signal != nil {
 		return true
 	}
-	select {
-	case sig := <-r.c.Interrupt:
-		r.out.Signal = sig
-		return true
-	default:
+	if r.ctx.Err() == nil {
 		return false
 	}
+	r.out.Signal = interrupt.Signal(r.ctx)
+	return true
 }
 
 // stopHere ends the run as interrupted in stage, recording what is left

@@ -1,6 +1,8 @@
 package stop
 
 import (
+	"context"
+	"freeze/internal/interrupt"
 	"os"
 	"slices"
 	"strings"
@@ -170,7 +172,7 @@ func fixedPoint(t *testing.T, m freeze.Method) {
 	c := fx.config(t, m)
 	c.Hold = true
 	rec, _ := timeline.New("", nil)
-	out, err := Run(c, rec)
+	out, err := Run(context.Background(), c, rec)
 	if m == freeze.None {
 		// none freezes nothing: a hold has nothing to hold with.
 		if out.Kind == Held && fx.held(t) {
@@ -200,7 +202,7 @@ func zero(t *testing.T, m freeze.Method) {
 	fx := newFixture(t)
 	fx.grows = 2
 	rec, _ := timeline.New("", nil)
-	out, err := Run(fx.config(t, m), rec)
+	out, err := Run(context.Background(), fx.config(t, m), rec)
 	if err != nil || out.Kind != Zero {
 		t.Fatalf("kind %v, err %v; want zero", out.Kind, err)
 	}
@@ -220,16 +222,16 @@ func zero(t *testing.T, m freeze.Method) {
 func interrupted(t *testing.T, m freeze.Method) {
 	fx := newFixture(t)
 	fx.grows = 3
-	sig := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	fx.onRound = func(n int) {
 		if n == 2 {
-			sig <- syscall.SIGINT
+			interrupt.Cancel(cancel, syscall.SIGINT)
 		}
 	}
 	c := fx.config(t, m)
-	c.Interrupt = sig
 	rec, _ := timeline.New("", nil)
-	out, err := Run(c, rec)
+	out, err := Run(ctx, c, rec)
 	if out.Kind != Interrupted || err == nil {
 		t.Fatalf("kind %v, err %v; want interrupted", out.Kind, err)
 	}
@@ -264,7 +266,7 @@ func survivors(t *testing.T, m freeze.Method) {
 	stuck := fx.tr.Live(fx.tr.Target)[1]
 	fx.tr.SetState(stuck, 'D', "fuse_wait")
 	rec, _ := timeline.New("", nil)
-	out, err := Run(fx.config(t, m), rec)
+	out, err := Run(context.Background(), fx.config(t, m), rec)
 	if out.Kind != Survivors || err == nil {
 		t.Fatalf("kind %v, err %v; want survivors", out.Kind, err)
 	}
@@ -286,7 +288,7 @@ func nothingMatched(t *testing.T, m freeze.Method) {
 	tr.Add(0, tr.Other)
 	fx := &fixture{tr: tr}
 	rec, _ := timeline.New("", nil)
-	out, err := Run(fx.config(t, m), rec)
+	out, err := Run(context.Background(), fx.config(t, m), rec)
 	if err != nil || out.Kind != NothingMatched {
 		t.Fatalf("kind %v, err %v; want nothing matched", out.Kind, err)
 	}

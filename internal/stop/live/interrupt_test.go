@@ -1,11 +1,14 @@
 package live_test
 
 import (
+	"context"
 	"errors"
+	"freeze/internal/interrupt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,23 +46,23 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 			}
 			raise(t)
 			cfg := config(t, freeze.Cgroup2, c.Path)
-			sig := make(chan os.Signal, 1)
-			cfg.Interrupt = sig
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
 			if tc.at == "" {
-				sig <- os.Interrupt
+				interrupt.Cancel(cancel, syscall.SIGINT)
 			}
 			sent := false
 			rec, _ := timeline.New("", func(e timeline.Event) {
 				if e.Step == tc.at && !sent {
 					sent = true
-					sig <- os.Interrupt
+					interrupt.Cancel(cancel, syscall.SIGINT)
 				}
 			})
-			out, err := stop.Run(cfg, rec)
+			out, err := stop.Run(ctx, cfg, rec)
 			if !errors.Is(err, stop.ErrInterrupted) {
 				t.Fatalf("run: %v, want ErrInterrupted (outcome %+v)", err, out)
 			}
-			if out.Stage != tc.wantStage || out.Signal != os.Interrupt {
+			if out.Stage != tc.wantStage || out.Signal != syscall.SIGINT {
 				t.Fatalf("interrupted at stage %d by %v, want stage %d by SIGINT", out.Stage, out.Signal, tc.wantStage)
 			}
 			var recorded *timeline.Event
@@ -118,9 +121,8 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 			}
 			// Run again, as the printed command does: it reuses the
 			// held group and reaches zero.
-			cfg.Interrupt = nil
 			rec2, _ := timeline.New("", nil)
-			out2, err := stop.Run(cfg, rec2)
+			out2, err := stop.Run(context.Background(), cfg, rec2)
 			if err != nil || out2.Kind != stop.Zero {
 				t.Fatalf("rerun after the interrupt: %+v %v", out2, err)
 			}
