@@ -42,7 +42,12 @@ var Defaults = Limits{Rounds: 20, Timeout: 60 * time.Second, RoundWait: 3 * time
 // Request is one run, checked by the caller: targets that resolved and
 // passed match.Refuse, a method that parsed, limits in range.
 type Request struct {
-	Spec       match.Spec
+	Spec match.Spec
+	// Name is the run's name (freeze.GroupName of Spec): its groups,
+	// its run lock and its default timeline are named after it. Whoever
+	// makes the request names it once (order.Request, the drill); Run
+	// names one that has none.
+	Name       string
 	Method     freeze.Method
 	BTF        string // --btf: the kernel types the gate loads against; "" for the running kernel's
 	Hold       bool
@@ -77,6 +82,15 @@ func (req Request) tuning() stop.Tuning {
 		return *req.Tuning
 	}
 	return stop.TuningFromEnv()
+}
+
+// named is the request with its name (Name), made here if the caller
+// made none.
+func (req Request) named() Request {
+	if req.Name == "" {
+		req.Name = freeze.GroupName(req.Spec)
+	}
+	return req
 }
 
 // fs is the request's /proc.
@@ -135,12 +149,13 @@ type Report struct {
 // What it says goes to o without the run ever waiting on it
 // (Output.Detached).
 func Run(ctx context.Context, req Request, o Output) Report {
+	req = req.named()
 	o, flush := o.Detached()
 	defer flush()
 	var rec *timeline.Recorder
 	open := func() *timeline.Recorder {
 		if req.Timeline == "" && !req.DryRun {
-			rec = DefaultTimeline(freeze.GroupName(req.Spec), o)
+			rec = DefaultTimeline(req.Name, o)
 		} else {
 			rec = OpenTimeline(req.Timeline, o)
 		}
@@ -158,6 +173,7 @@ func Run(ctx context.Context, req Request, o Output) Report {
 // drill's, which holds the practice chain's lines around the run): the
 // same refusals, lift, lock and record as Run.
 func RunOn(ctx context.Context, req Request, rec *timeline.Recorder, o Output) Report {
+	req = req.named()
 	rep := prepared(ctx, req, o, func() *timeline.Recorder { return rec })
 	rep.Timeline = rec.Path()
 	return rep
@@ -189,7 +205,7 @@ func run(ctx context.Context, req Request, raised []string, rec *timeline.Record
 	})
 	stopWatch := recordSignals(ctx, rec)
 	res, err := stop.Run(ctx, stop.Config{
-		FS: req.fs(), Open: req.Open, Tuning: req.tuning(), Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
+		Name: req.Name, FS: req.fs(), Open: req.Open, Tuning: req.tuning(), Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
 		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
 		Command: req.Command, Priority: raised, LiftedAt: liftedAt(), LiftCPU: liftCPU(),
 		RevokeExec: req.RevokeExec, Disposable: req.Disposable, Force: req.Force,

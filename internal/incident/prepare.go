@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"freeze/internal/freeze"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
@@ -109,7 +108,7 @@ func takeLock(req Request, o Output) (*runlock.Lock, error) {
 		return nil, nil
 	}
 	var held *runlock.HeldError
-	lock, err := runlock.Acquire(req.fs(), runlock.Dir(), freeze.GroupName(req.Spec), req.Command)
+	lock, err := runlock.Acquire(req.fs(), runlock.Dir(), req.Name, req.Command)
 	switch {
 	case errors.As(err, &held):
 		return nil, &LockedError{held}

@@ -120,7 +120,7 @@ func (f Flags) Request(o say.Out) (incident.Request, int) {
 		return incident.Request{}, code
 	}
 	return incident.Request{
-		Spec: spec, Method: method, BTF: f.btf, Hold: f.hold, DryRun: f.dryRun, Force: f.force,
+		Spec: spec, Name: freeze.GroupName(spec), Method: method, BTF: f.btf, Hold: f.hold, DryRun: f.dryRun, Force: f.force,
 		RevokeExec: f.revoke, Disposable: f.disposable, Timeline: f.timeline,
 		Limits:  incident.Limits{Rounds: f.rounds, Timeout: f.timeout, RoundWait: incident.Defaults.RoundWait},
 		Command: append([]string{"freeze"}, f.words...),

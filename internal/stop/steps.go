@@ -240,7 +240,7 @@ func (r *run) lookAlikes() {
 // nothingToDo ends a run that matched nothing, unless an earlier --hold
 // or interrupted run left a group for these targets to finish.
 func (r *run) nothingToDo() error {
-	if r.res.Live() == 0 && len(freeze.GroupDirs(freeze.GroupName(r.c.Spec))) == 0 {
+	if r.res.Live() == 0 && len(freeze.GroupDirs(r.c.Name)) == 0 {
 		r.out.Kind, r.out.Zombies = NothingMatched, r.res.Zombies
 		r.rec.RecordOf(timeline.StageRecord, timeline.StepNothingMatched, "no live process matches: nothing to stop", timeline.Ended{Zombies: len(r.res.Zombies)})
 		return errDone
@@ -254,7 +254,7 @@ func (r *run) nothingToDo() error {
 // openGroup makes the frozen group (or reuses a held one): the gate's,
 // or a group of the method (freeze.OpenFor).
 func (r *run) openGroup() error {
-	g, why, err := freeze.OpenFor(r.c.FS, r.c.Method, freeze.GroupName(r.c.Spec),
+	g, why, err := freeze.OpenFor(r.c.FS, r.c.Method, r.c.Name,
 		freeze.OpenOptions{Gate: r.gateOn, GateWhy: r.gateWhy, Hold: r.c.Hold, Open: r.c.Open})
 	if err != nil {
 		r.out.Kind = Failed

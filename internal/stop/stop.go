@@ -45,8 +45,12 @@ type Opener = freeze.Opener
 
 // Config is one run.
 type Config struct {
-	FS     proc.FS
-	Spec   match.Spec
+	FS   proc.FS
+	Spec match.Spec
+	// Name is the run's name, which its groups carry
+	// (freeze.GroupName(Spec), named once by the request); Run names a
+	// config that has none.
+	Name   string
 	Method freeze.Method
 	// Open opens the group the cgroup methods and sigstop freeze into;
 	// nil is freeze.Open. The gate is loaded by the run itself, where
@@ -189,6 +193,9 @@ type run struct {
 // an *interrupt.Cause), it ends the run with what is frozen still
 // frozen, and records where.
 func Run(ctx context.Context, c Config, rec *timeline.Recorder) (Outcome, error) {
+	if c.Name == "" {
+		c.Name = freeze.GroupName(c.Spec)
+	}
 	r := &run{ctx: ctx, c: c, rec: rec, deadline: time.Now().Add(c.Timeout), scanner: match.NewScanner(c.FS, c.Spec)}
 	r.recordStart()
 	err := r.steps(
