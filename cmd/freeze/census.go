@@ -67,9 +67,9 @@ func runCensus(o out, args []string) int {
 		o.Hintf("freeze census [--sample 1s] [--top 10] [--format text|json|prometheus]")
 		return exitUsage
 	}
-	format, code := ff.Resolve(o)
-	if code >= 0 {
-		return code
+	format, ok := ff.Resolve(o)
+	if !ok {
+		return exitUsage
 	}
 	if *help {
 		fmt.Fprint(o.Stdout, censusUsage)

@@ -36,7 +36,7 @@ func runDrill(ctx context.Context, o out, args []string) int {
 	}
 	o.Sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
 	rep, err := drill.Run(ctx, drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Via: f.via, RunDir: f.runDir,
-		Timeline: f.timeline, Stderr: o.Stderr, Out: o.Incident()})
+		Timeline: f.timeline, Stderr: o.Stderr, Out: order.Output(o)})
 	if err != nil {
 		o.Errorf("drill: %v", err)
 	}

@@ -208,9 +208,9 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 		fmt.Fprint(o.Stdout, runUsage)
 		return f, nil, exitZero
 	}
-	format, code := ff.Resolve(o)
-	if code >= 0 {
-		return f, nil, code
+	format, ok := ff.Resolve(o)
+	if !ok {
+		return f, nil, exitUsage
 	}
 	f.jsonOut = format == "json"
 	command := fl.Args()

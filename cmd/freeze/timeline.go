@@ -26,9 +26,9 @@ func runTimeline(o out, args []string) int {
 		fmt.Fprint(o.Stdout, timelineUsage)
 		return exitZero
 	}
-	format, code := ff.Resolve(o)
-	if code >= 0 {
-		return code
+	format, ok := ff.Resolve(o)
+	if !ok {
+		return exitUsage
 	}
 	if len(*fleet) > 0 || fl.NArg() > 1 {
 		return runFleet(o, append(*fleet, fl.Args()...), format)

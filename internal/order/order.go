@@ -100,7 +100,7 @@ func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, sp
 // Run runs a checked request in this process and says how it ended;
 // ctx ended (a signal) ends the run between two steps.
 func Run(ctx context.Context, o say.Out, f Flags, req incident.Request) incident.Report {
-	rep := incident.Run(ctx, req, o.Incident())
+	rep := incident.Run(ctx, req, Output(o))
 	Report(o, f, rep)
 	return rep
 }
@@ -163,9 +163,9 @@ func Parse(o say.Out, args []string) (Flags, int) {
 		fmt.Fprint(o.Stdout, Usage())
 		return f, timeline.ExitZero
 	}
-	format, code := ff.Resolve(o)
-	if code >= 0 {
-		return f, code
+	format, ok := ff.Resolve(o)
+	if !ok {
+		return f, timeline.ExitUsage
 	}
 	f.jsonOut = format == "json"
 	if fl.NArg() > 0 {

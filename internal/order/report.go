@@ -270,3 +270,26 @@ func targetArgs(f Flags) []string {
 	}
 	return a
 }
+
+// Output is where a run's words go while it runs: its progress, warnings
+// and notes, in o's voice.
+func Output(o say.Out) incident.Output {
+	return incident.Output{
+		Progress: func(e timeline.Event) { progress(o, e) },
+		Warn:     func(s string) { o.Warnf("%s", s) },
+		Note:     func(s string) { o.Sayf("%s", s) },
+	}
+}
+
+// progress prints one event as a short timestamped line, with the
+// runbook step it belongs to.
+func progress(o say.Out, e timeline.Event) {
+	if e.Msg == "" {
+		return
+	}
+	stage := ""
+	if e.Stage > 0 {
+		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, e.Stage)
+	}
+	fmt.Fprintf(o.Stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, show.Term(e.Msg))
+}

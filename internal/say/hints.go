@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/show"
-	"freeze/internal/timeline"
 )
 
 // DidYouMean is the candidate nearest to word, within two edits (or
@@ -144,21 +143,21 @@ func AddFormat(fl *pflag.FlagSet, cmd string, allowed ...string) *Format {
 	return f
 }
 
-// Resolve checks the flag after parsing: the format it names and -1, or
-// the usage exit code after saying what is wrong.
-func (f *Format) Resolve(o Out) (string, int) {
+// Resolve checks the flag after parsing: the format it names and true,
+// or false after saying what is wrong (a usage error).
+func (f *Format) Resolve(o Out) (string, bool) {
 	if f.json {
 		if f.value != f.allowed[0] && f.value != "json" {
 			o.Errorf("%s--json and --format %s ask for two formats", f.cmd, f.value)
 			o.Hintf("--json is --format json: keep one of them")
-			return "", timeline.ExitUsage
+			return "", false
 		}
 		f.value = "json"
 	}
 	if !slices.Contains(f.allowed, f.value) {
 		o.Errorf("%sunknown --format %q", f.cmd, f.value)
 		o.Hintf("use %s", strings.Join(f.allowed, ", "))
-		return "", timeline.ExitUsage
+		return "", false
 	}
-	return f.value, -1
+	return f.value, true
 }

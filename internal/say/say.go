@@ -11,9 +11,7 @@ import (
 	"regexp"
 	"strings"
 
-	"freeze/internal/incident"
 	"freeze/internal/show"
-	"freeze/internal/timeline"
 )
 
 // Out is where a command's words go: its report on Stdout, the rest on
@@ -40,28 +38,6 @@ func (o Out) Warnf(format string, a ...any) {
 // Sayf says what happened.
 func (o Out) Sayf(format string, a ...any) {
 	fmt.Fprintf(o.Stderr, "freeze: %s\n", show.Term(fmt.Sprintf(format, a...)))
-}
-
-// Progress prints one event as a short timestamped line, with the
-// runbook step it belongs to.
-func (o Out) Progress(e timeline.Event) {
-	if e.Msg == "" {
-		return
-	}
-	stage := ""
-	if e.Stage > 0 {
-		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, e.Stage)
-	}
-	fmt.Fprintf(o.Stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, show.Term(e.Msg))
-}
-
-// Incident is where a run's words go while it runs.
-func (o Out) Incident() incident.Output {
-	return incident.Output{
-		Progress: o.Progress,
-		Warn:     func(s string) { o.Warnf("%s", s) },
-		Note:     func(s string) { o.Sayf("%s", s) },
-	}
 }
 
 // FlagError says a flag parse error, with a hint where the mistake is a
