@@ -35,7 +35,10 @@ func runGuard(ctx context.Context, o out, args []string) int {
 	}
 	err := guard.Run(ctx, guard.Options{RunDir: f.runDir, AutoN: f.autoN, AutoKill: f.autoKill, AutoUnder: f.autoUnder,
 		MetricsFile: f.metricsFile, MetricsEvery: f.metricsEvery, Health: f.health,
-		Say: func(s string) { o.Sayf("guard: %s", s) }})
+		Say: func(s string) { o.Sayf("guard: %s", s) },
+		// Each request as freeze's command line would run it, in the
+		// guard's process, with the spare gate it loaded ahead.
+		Run: order.Asked})
 	var oe *guard.OptionError
 	switch {
 	case err == nil:
@@ -86,7 +89,7 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	}
 	if f.runDir == "" {
 		o.Errorf("--run-dir is empty")
-		o.Hintf("name the guard's directory, for example --run-dir %s", guard.DefaultRunDir)
+		o.Hintf("name the guard's directory, for example --run-dir %s", order.DefaultRunDir)
 		return f, exitUsage
 	}
 	return f, f.check(o)

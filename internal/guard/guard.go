@@ -33,14 +33,11 @@ import (
 
 	"freeze/internal/gate"
 	"freeze/internal/incident"
-	"freeze/internal/order"
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
 	"freeze/internal/say"
+	"freeze/internal/timeline"
 )
-
-// DefaultRunDir holds the FIFO, the socket, the log and the ledger.
-const DefaultRunDir = order.DefaultRunDir
 
 // Names inside the run directory.
 const (
@@ -81,18 +78,21 @@ type Asked struct {
 	Judged *proc.File
 }
 
-// Runner runs one request; what the run prints goes to stdout and stderr.
-// A guard's own is the stop order's (order.Asked); a test gives its own.
-type Runner func(ctx context.Context, req Asked, stdout, stderr io.Writer) incident.Report
+// Runner runs one request's words; what the run says goes to o. judged
+// is the file an automatic request judged (the words must still name
+// it), spare hands the run the gate the guard loaded ahead (nil for
+// none). freeze's own is the stop order's, order.Asked, which
+// cmd/freeze gives the guard; a test gives its own.
+type Runner func(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *gate.Gate) incident.Report
 
 // Config arms a guard.
 type Config struct {
 	RunDir string
-	// Run runs each request; nil runs it as freeze's command line
-	// would (order.Asked), with the guard's armed run (Armed).
+	// Run runs each request (freeze's own: order.Asked, with the spare
+	// gate the request carries).
 	Run Runner
-	// Armed, with Run nil, hands each request the spare gate, and
-	// readies the next after it.
+	// Armed hands each request the spare gate, and readies the next
+	// after it.
 	Armed *incident.Armed
 	// After, if set, is called when a request has run (the metrics'
 	// census).
@@ -474,17 +474,17 @@ func (g *Guard) handle(ctx context.Context, r request) {
 	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code, res.Outcome))
 }
 
-// run runs one request: the test's Runner, or the stop order, which
-// takes the spare gate; then the guard readies itself for the next.
+// run runs one request through the Runner, handing it the spare gate;
+// then the guard readies itself for the next.
 func (g *Guard) run(ctx context.Context, req Asked, stdout, stderr io.Writer) incident.Report {
-	if g.c.Run != nil {
-		return g.c.Run(ctx, req, stdout, stderr)
+	if g.c.Run == nil {
+		return incident.Report{Code: timeline.ExitSurvivors, Outcome: timeline.StepFailed, Err: errors.New("this guard was armed with no runner")}
 	}
 	var spare func() *gate.Gate
 	if g.c.Armed != nil {
 		spare = g.c.Armed.Take
 	}
-	rep := order.Asked(ctx, say.Out{Stdout: stdout, Stderr: stderr}, req.Words, req.Judged, spare)
+	rep := g.c.Run(ctx, say.Out{Stdout: stdout, Stderr: stderr}, req.Words, req.Judged, spare)
 	if g.c.After != nil {
 		g.c.After()
 	}

@@ -3,7 +3,6 @@ package guard
 import (
 	"bufio"
 	"context"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"freeze/internal/gate"
 	"freeze/internal/incident"
+	"freeze/internal/proc"
+	"freeze/internal/say"
 	"freeze/internal/timeline"
 )
 
@@ -98,8 +100,7 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	got := make(chan []string, 1)
-	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, req Asked, stdout, stderr io.Writer) incident.Report {
-		words := req.Words
+	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *gate.Gate) incident.Report {
 		got <- words
 		return incident.Report{Code: 0, Outcome: timeline.StepZero}
 	}}

@@ -29,6 +29,8 @@ type Options struct {
 	Health string
 	// Say prints a line of the guard's own (its stderr, the journal).
 	Say func(string)
+	// Run runs each request (see Config.Run).
+	Run Runner
 }
 
 // OptionError is an option the guard could not start with: the words
@@ -67,7 +69,7 @@ func Run(ctx context.Context, opt Options) error {
 	raised := incident.Prepare(incident.Output{Warn: func(s string) { opt.Say("warning: " + s) }, Note: opt.Say})
 	opt.Say("priority: " + strings.Join(raised, ", "))
 	var w *Watcher
-	c := Config{RunDir: opt.RunDir, Say: opt.Say, Auto: auto, After: func() { w.Poke() }}
+	c := Config{RunDir: opt.RunDir, Say: opt.Say, Run: opt.Run, Auto: auto, After: func() { w.Poke() }}
 	g, err := Arm(c)
 	if err != nil {
 		return err

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"freeze/internal/gate"
 	"freeze/internal/incident"
+	"freeze/internal/proc"
+	"freeze/internal/say"
 	"freeze/internal/timeline"
 )
 
@@ -38,8 +41,8 @@ func arm(t *testing.T) *armed {
 func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 	t.Helper()
 	a := &armed{dir: filepath.Join(t.TempDir(), "run")}
-	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(_ context.Context, req Asked, stdout, stderr io.Writer) incident.Report {
-		words := req.Words
+	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *gate.Gate) incident.Report {
+		stdout, stderr := o.Stdout, o.Stderr
 		a.mu.Lock()
 		a.asked = append(a.asked, words)
 		a.mu.Unlock()
