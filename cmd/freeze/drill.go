@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
+	"freeze/internal/guard"
 	"freeze/internal/incident"
 	"freeze/internal/order"
 	"freeze/internal/say"
@@ -29,14 +32,29 @@ type drillFlags struct {
 	via, runDir   string
 }
 
+// askGuard is how a drill handed to the guard (--guard) asks it: through
+// its FIFO, as 'echo ... > ask' would, or its socket, as 'freeze --path'
+// does (the guard's words go to the asker's stderr).
+func askGuard(o out, f drillFlags) func([]string, func(string)) (incident.Report, error) {
+	return func(words []string, say func(string)) (incident.Report, error) {
+		if f.via == "fifo" {
+			say(fmt.Sprintf("drill: asking the guard at %s through its FIFO: echo %s > %s", f.runDir, show.Shell(strings.Join(words, " ")), filepath.Join(f.runDir, guard.AskName)))
+			return guard.AskFIFO(f.runDir, words, f.timeout+30*time.Second)
+		}
+		say(fmt.Sprintf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", f.runDir))
+		code, err := guard.Ask(f.runDir, words, o.Stderr, o.Stderr)
+		return incident.Report{Code: code}, err
+	}
+}
+
 func runDrill(ctx context.Context, o out, args []string) int {
 	f, m, code := parseDrillFlags(o, args)
 	if code >= 0 {
 		return code
 	}
 	o.Sayf("drill: a practice incident on a runaway chain of its own; nothing else on this machine is touched")
-	rep, err := drill.Run(ctx, drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Via: f.via, RunDir: f.runDir,
-		Timeline: f.timeline, Stderr: o.Stderr, Out: order.Output(o)})
+	rep, err := drill.Run(ctx, drill.Config{Size: f.size, Shape: f.shape, Method: m, Timeout: f.timeout, Via: f.via, Ask: askGuard(o, f),
+		Timeline: f.timeline, Out: order.Output(o)})
 	if err != nil {
 		o.Errorf("drill: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,14 +26,12 @@ import (
 	"freeze/internal/exefile"
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
-	"freeze/internal/guard"
 	"freeze/internal/incident"
 	"freeze/internal/interrupt"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
-	"freeze/internal/show"
 	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
@@ -55,18 +52,18 @@ const (
 
 // Config is one drill.
 type Config struct {
-	// Via, if set, hands the stop order to the running guard in RunDir
-	// (freeze drill --guard fifo|socket) instead of running it here.
-	Via, RunDir string
+	// Via, if set, hands the stop order to the running guard (freeze
+	// drill --guard fifo|socket) instead of running it here: Ask asks it
+	// (cmd/freeze gives it: the guard's client), saying first how.
+	Via string
+	Ask func(words []string, say func(string)) (incident.Report, error)
 	// Timeline is where the drill records, "" for a new file in the
 	// caller's state directory; the guard's run writes its own beside it.
 	Timeline string
-	// Stderr takes the guard's words to the asker (--guard socket).
-	Stderr  io.Writer
-	Size    int
-	Shape   string // tree, line, churn
-	Method  freeze.Method
-	Timeout time.Duration
+	Size     int
+	Shape    string // tree, line, churn
+	Method   freeze.Method
+	Timeout  time.Duration
 	// Out takes what the run says while it runs, as an incident's would.
 	Out incident.Output
 }
@@ -292,14 +289,13 @@ func askGuard(c Config, path string, method freeze.Method, rep *Report, say func
 		tl = strings.TrimSuffix(c.Timeline, ".jsonl") + "-guard.jsonl"
 		words = append(words, "--timeline", tl)
 	}
-	var res incident.Report
-	var err error
-	if c.Via == "fifo" {
-		say(fmt.Sprintf("drill: asking the guard at %s through its FIFO: echo %s > %s", c.RunDir, show.Shell(strings.Join(words, " ")), filepath.Join(c.RunDir, guard.AskName)))
-		res, err = guard.AskFIFO(c.RunDir, words, c.Timeout+30*time.Second)
-	} else {
-		say(fmt.Sprintf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", c.RunDir))
-		res.Code, err = guard.Ask(c.RunDir, words, c.Stderr, c.Stderr)
+	if c.Ask == nil {
+		return "", fmt.Errorf("a drill handed to the guard (%s) needs a way to ask it", c.Via)
+	}
+	res, err := c.Ask(words, say)
+	if res.Timeline == "" {
+		// Over the socket the answer is the exit code: the outcome is
+		// the guard's timeline's.
 		res.Timeline = tl
 		if events, rerr := timeline.ReadFile(tl); rerr == nil {
 			res.Outcome = timeline.Step(timeline.Summarize("", tl, events).Outcome)
