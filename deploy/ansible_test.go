@@ -12,6 +12,7 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/guard"
+	"freeze/internal/postmortem"
 	"freeze/internal/runtest"
 	"freeze/internal/testenv"
 	"freeze/internal/timeline"
@@ -150,7 +151,7 @@ func TestAnsibleContainsAChainPerHost(t *testing.T) {
 	if len(byGuard) != 1 || !strings.HasPrefix(byGuard[0], "socket zero ") || !strings.Contains(byGuard[0], b.Path) {
 		t.Errorf("the guard on host-b ran %q, want one socket request for %s that reached zero", byGuard, b.Path)
 	}
-	runs, err := timeline.LoadFleet([]string{incident})
+	runs, err := postmortem.LoadFleet([]string{incident})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func printCensus(o out, r *census.Report) {
 			if row.InTightest {
 				atCap = "; in the pids cgroup at its cap"
 			}
-			fmt.Fprintf(w, "  %s%s: %s%s; processes of %s\n", show.Term(row.Exe), show.Term(where(row)), show.Term(row.Reasons), atCap, show.Term(timeline.Dash(row.Owners)))
+			fmt.Fprintf(w, "  %s%s: %s%s; processes of %s\n", show.Term(row.Exe), show.Term(where(row)), show.Term(row.Reasons), atCap, show.Term(show.Dash(row.Owners)))
 			if row.Command != "" {
 				fmt.Fprintf(w, "    stop it: %s\n", row.Command)
 			}

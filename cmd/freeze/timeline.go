@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"freeze/internal/postmortem"
 	"freeze/internal/say"
 	"freeze/internal/timeline"
 )
@@ -49,7 +50,7 @@ func runTimeline(o out, args []string) int {
 	if err != nil {
 		o.Warnf("timeline %s: %v; rendering the %d events before it", fl.Arg(0), err, len(events))
 	}
-	if err := timeline.Render(o.Stdout, events, format); err != nil {
+	if err := postmortem.Render(o.Stdout, events, format); err != nil {
 		o.Errorf("timeline: %v", err)
 		return exitUsage
 	}
@@ -66,7 +67,7 @@ func runFleet(o out, paths []string, format string) int {
 		o.Hintf("use markdown (the default) or json")
 		return exitUsage
 	}
-	runs, err := timeline.LoadFleet(paths)
+	runs, err := postmortem.LoadFleet(paths)
 	if err != nil {
 		o.Errorf("timeline: %v", err)
 		o.Hintf("name the directory the timelines were collected into, for example: freeze timeline --fleet ./freeze-incident")
@@ -77,7 +78,7 @@ func runFleet(o out, paths []string, format string) int {
 			o.Warnf("timeline %s: %s", r.File, r.Error)
 		}
 	}
-	if err := timeline.RenderFleet(o.Stdout, runs, format); err != nil {
+	if err := postmortem.RenderFleet(o.Stdout, runs, format); err != nil {
 		o.Errorf("timeline: %v", err)
 		return exitUsage
 	}

@@ -63,15 +63,15 @@ type finding struct {
 func (rep Report) found() []finding {
 	var out []finding
 	for _, l := range rep.Leftovers {
-		f := finding{title: timeline.Clip(fmt.Sprintf("left behind: pid %d %s", l.PID, l.Comm), titleMax), msg: l.String(), class: "freeze.run"}
+		f := finding{title: show.Clip(fmt.Sprintf("left behind: pid %d %s", l.PID, l.Comm), titleMax), msg: l.String(), class: "freeze.run"}
 		if l.StartedBy != "" {
 			f.msg = "started by " + l.StartedBy + ": " + f.msg
-			f.class = timeline.Clip(l.StartedBy, titleMax)
+			f.class = show.Clip(l.StartedBy, titleMax)
 		}
 		if l.Test != "" {
 			// Named as the runner names the test: the case sits by the
 			// runner's own when the two JUnit files are merged.
-			f.title = timeline.Clip(l.Test+": "+f.title, titleMax)
+			f.title = show.Clip(l.Test+": "+f.title, titleMax)
 			f.class, f.file = l.Class, l.File
 		}
 		out = append(out, f)
@@ -88,7 +88,7 @@ func (rep Report) found() []finding {
 func (rep Report) JUnit(command []string) []byte {
 	// The suite is named by the command's first words, not all of them
 	// (#52: 13 package paths named procfs's suite).
-	name := timeline.Clip("freeze run -- "+show.ShellJoin(command), titleMax)
+	name := show.Clip("freeze run -- "+show.ShellJoin(command), titleMax)
 	s := junitSuite{Name: show.Term(name), Time: fmt.Sprintf("%.3f", rep.Took.Seconds())}
 	for _, fd := range rep.found() {
 		s.Cases = append(s.Cases, junitCase{Name: show.Term(fd.title), Classname: show.Term(fd.class),

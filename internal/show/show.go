@@ -86,3 +86,21 @@ func Terms(words []string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// Clip shortens s to n runes, marking the cut.
+func Clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// Dash is s, or "-" for an empty value: how a table or a line shows a
+// value the record does not have.
+func Dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -38,6 +38,15 @@ type Event struct {
 	raw []byte
 }
 
+// Line is the line an event was read from, as it was read (checked);
+// for an event made in this process, its JSON.
+func (e Event) Line() ([]byte, error) {
+	if e.raw != nil {
+		return e.raw, nil
+	}
+	return json.Marshal(e)
+}
+
 // MarshalJSON flattens Fields into the object beside the fixed keys.
 func (e Event) MarshalJSON() ([]byte, error) {
 	m := make(map[string]any, len(e.Fields)+5)

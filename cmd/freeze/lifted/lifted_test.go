@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/postmortem"
 	"freeze/internal/proc"
 	"freeze/internal/runtest"
 	"freeze/internal/testenv"
@@ -134,7 +135,7 @@ func chartIsTheRunsCounts(t *testing.T, events []timeline.Event, md string) {
 		}
 	}
 	var got []int
-	for _, p := range timeline.Chart(events) {
+	for _, p := range postmortem.Chart(events) {
 		got = append(got, p.N)
 	}
 	if len(want) < 3 || !slices.Equal(got, want) || got[0] == 0 {

@@ -1,7 +1,8 @@
-package timeline
+package postmortem
 
 import (
 	"fmt"
+	"freeze/internal/timeline"
 	"strings"
 )
 
@@ -15,22 +16,22 @@ type ChartPoint struct {
 
 // Chart reads a run's points off its record, in order, timed from the
 // run's own start (a drill records its set-up before it).
-func Chart(events []Event) []ChartPoint {
+func Chart(events []timeline.Event) []ChartPoint {
 	var out []ChartPoint
 	start := 0.0
 	exitMS := -1.0
 	for _, e := range events {
-		if e.Step == StepStart || e.Step == StepRunStart {
+		if e.Step == timeline.StepStart || e.Step == timeline.StepRunStart {
 			start = e.ElapsedMS
 		}
 		e.ElapsedMS -= start
 		switch e.Step {
 		// A freeze run's: the command's tree at its peak, what outlived
 		// it, and zero.
-		case StepRunExit:
+		case timeline.StepRunExit:
 			exitMS = e.ElapsedMS
-		case StepRunEnd:
-			var end RunEnd
+		case timeline.StepRunEnd:
+			var end timeline.RunEnd
 			if e.Decode(&end) == nil {
 				at := max(exitMS, 0)
 				if end.Peak > 0 {
@@ -41,22 +42,22 @@ func Chart(events []Event) []ChartPoint {
 					out = append(out, ChartPoint{"zero", e.ElapsedMS, 0})
 				}
 			}
-		case StepMatch:
-			var m Matched
+		case timeline.StepMatch:
+			var m timeline.Matched
 			if e.Decode(&m) == nil {
 				out = append(out, ChartPoint{"match", e.ElapsedMS, m.Matched})
 			}
-		case StepFreezeRound:
-			var f FreezeRound
+		case timeline.StepFreezeRound:
+			var f timeline.FreezeRound
 			if e.Decode(&f) == nil {
 				out = append(out, ChartPoint{fmt.Sprintf("freeze %d", f.Round), e.ElapsedMS, f.Matched})
 			}
-		case StepKillRound:
-			var k KillRound
+		case timeline.StepKillRound:
+			var k timeline.KillRound
 			if e.Decode(&k) == nil {
 				out = append(out, ChartPoint{fmt.Sprintf("kill %d", k.Round), e.ElapsedMS, k.Live})
 			}
-		case StepZero:
+		case timeline.StepZero:
 			out = append(out, ChartPoint{"zero", e.ElapsedMS, 0})
 		}
 	}
@@ -69,7 +70,7 @@ const chartWidth = 40
 // chart writes the picture of the chain over the run: a mermaid
 // xychart (which code hosts and wikis render) in markdown, and a bar
 // per step in both formats.
-func (r renderer) chart(events []Event) {
+func (r renderer) chart(events []timeline.Event) {
 	pts := Chart(events)
 	if len(pts) < 2 {
 		return
@@ -82,7 +83,7 @@ func (r renderer) chart(events []Event) {
 	if r.md {
 		var labels, values []string
 		for _, p := range pts {
-			labels = append(labels, fmt.Sprintf("%q", p.Label+" "+DurMS(p.AtMS)))
+			labels = append(labels, fmt.Sprintf("%q", p.Label+" "+timeline.DurMS(p.AtMS)))
 			values = append(values, fmt.Sprint(p.N))
 		}
 		fmt.Fprintf(r.w, "```mermaid\nxychart-beta\n    title \"Processes of the chain at each step\"\n    x-axis [%s]\n    y-axis \"processes\" 0 --> %d\n    bar [%s]\n    line [%s]\n```\n\n",
@@ -91,7 +92,7 @@ func (r renderer) chart(events []Event) {
 	}
 	for _, p := range pts {
 		bar := strings.Repeat("#", (p.N*chartWidth+most-1)/most)
-		fmt.Fprintf(r.w, "%-10s %9s %7d %s\n", p.Label, DurMS(p.AtMS), p.N, bar)
+		fmt.Fprintf(r.w, "%-10s %9s %7d %s\n", p.Label, timeline.DurMS(p.AtMS), p.N, bar)
 	}
 	if r.md {
 		fmt.Fprintln(r.w, "```")

@@ -1,7 +1,8 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
+	"freeze/internal/timeline"
 	"strings"
 	"testing"
 )
@@ -9,7 +10,7 @@ import (
 // The picture: a point per step with a count, a mermaid chart of those
 // counts, and a text bar each, the longest the largest count.
 func TestChartOfARun(t *testing.T) {
-	events, err := Parse([]byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"start","msg":"start"}
+	events, err := timeline.Parse([]byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"start","msg":"start"}
 {"time":"2026-12-01T10:00:00.01Z","elapsed_ms":10,"step":"match","stage":1,"msg":"m","matched":300}
 {"time":"2026-12-01T10:00:00.02Z","elapsed_ms":20,"step":"freeze-round","stage":2,"msg":"f1","round":1,"matched":340}
 {"time":"2026-12-01T10:00:00.03Z","elapsed_ms":30,"step":"freeze-round","stage":2,"msg":"f2","round":2,"matched":343}

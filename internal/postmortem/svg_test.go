@@ -1,9 +1,10 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"freeze/internal/timeline"
 	"io"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ const hostileRun = `{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"start"
 // title, every element's name, and all the text.
 func svgOf(t *testing.T, run string) (bars map[string]float64, elements map[string]int, text string) {
 	t.Helper()
-	events, err := Parse([]byte(run))
+	events, err := timeline.Parse([]byte(run))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestSVGOfARun(t *testing.T) {
 
 // A timeline cut before its match has nothing to draw, and says so.
 func TestSVGOfARunCutAtItsStart(t *testing.T) {
-	events, err := Parse([]byte(strings.SplitAfter(hostileRun, "\n")[0]))
+	events, err := timeline.Parse([]byte(strings.SplitAfter(hostileRun, "\n")[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestSVGDrawsInARealRenderer(t *testing.T) {
 	if err != nil {
 		t.Skip("rsvg-convert is not installed (apt-get install librsvg2-bin): no renderer to draw the picture with")
 	}
-	events, err := Parse([]byte(hostileRun))
+	events, err := timeline.Parse([]byte(hostileRun))
 	if err != nil {
 		t.Fatal(err)
 	}

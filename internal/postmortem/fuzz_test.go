@@ -1,6 +1,7 @@
-package timeline
+package postmortem
 
 import (
+	"freeze/internal/timeline"
 	"io"
 	"testing"
 )
@@ -10,7 +11,7 @@ import (
 // panic, and what it returns must survive what readers do with it:
 // summarising, finding revocations' fields, rendering.
 //
-//	go test ./internal/timeline -run '^$' -fuzz FuzzParse -fuzztime 30s
+//	go test ./internal/postmortem -run '^$' -fuzz FuzzParse -fuzztime 30s
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"stage":0,"step":"start","msg":"x","command":["freeze","--path","/tmp/x"]}`,
@@ -26,8 +27,8 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		events, _ := Parse(b)
-		h := Summarize("", "f.jsonl", events)
+		events, _ := timeline.Parse(b)
+		h := timeline.Summarize("", "f.jsonl", events)
 		_ = h.Attention
 		for _, format := range []string{"json", "markdown", "text"} {
 			Render(io.Discard, events, format)
@@ -39,13 +40,13 @@ func FuzzParse(f *testing.F) {
 // never stop the table of the others. The fleet's rows and renders must
 // survive anything Parse returns.
 //
-//	go test ./internal/timeline -run '^$' -fuzz FuzzFleet -fuzztime 30s
+//	go test ./internal/postmortem -run '^$' -fuzz FuzzFleet -fuzztime 30s
 func FuzzFleet(f *testing.F) {
 	f.Add([]byte(negativeRun))
 	f.Add([]byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"start","host":"h"}` + "\n" + `{"time":"2026-12-01T10:00:01Z","elapsed_ms":1000,"step":"survivors","survivors":[1,2]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		events, _ := Parse(b)
-		runs := []HostRun{Summarize("a", "a.jsonl", events), Summarize("", "b.jsonl", events)}
+		events, _ := timeline.Parse(b)
+		runs := []timeline.HostRun{timeline.Summarize("a", "a.jsonl", events), timeline.Summarize("", "b.jsonl", events)}
 		for _, format := range []string{"markdown", "json"} {
 			if err := RenderFleet(io.Discard, runs, format); err != nil {
 				t.Fatal(err)

@@ -1,7 +1,8 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
+	"freeze/internal/timeline"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,9 @@ import (
 // text format printed them raw and markdown escaped only |).
 func TestRenderKeepsAttackerStringsText(t *testing.T) {
 	evil := "/tmp/x/\x1b]0;owned\x07tool`|<img src=x onerror=alert(1)>[a](http://e)\nnext"
-	events := []Event{
-		{Time: time.Unix(1700000000, 0), Step: StepStart, Msg: "freeze run started on " + evil, Fields: map[string]any{"command": []any{"freeze", "--path", evil}}},
-		{Time: time.Unix(1700000001, 0), Step: StepZero, Msg: "zero remain: " + evil},
+	events := []timeline.Event{
+		{Time: time.Unix(1700000000, 0), Step: timeline.StepStart, Msg: "freeze run started on " + evil, Fields: map[string]any{"command": []any{"freeze", "--path", evil}}},
+		{Time: time.Unix(1700000001, 0), Step: timeline.StepZero, Msg: "zero remain: " + evil},
 	}
 	var text, md bytes.Buffer
 	if err := Render(&text, events, "text"); err != nil {
@@ -59,7 +60,7 @@ func TestRenderKeepsAttackerStringsText(t *testing.T) {
 // escape: the line reads back the same, and a shell that sources it runs
 // nothing (#24, finding 2).
 func TestRecordsAreShellInert(t *testing.T) {
-	e := Event{Time: time.Unix(1700000000, 0), Step: StepStart, Msg: "path /tmp/$(touch /tmp/owned)/`id`"}
+	e := timeline.Event{Time: time.Unix(1700000000, 0), Step: timeline.StepStart, Msg: "path /tmp/$(touch /tmp/owned)/`id`"}
 	b, err := e.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestRecordsAreShellInert(t *testing.T) {
 	if bytes.ContainsAny(b, "$`") {
 		t.Fatalf("the record holds $ or a backquote: %s", b)
 	}
-	events, err := Parse(b)
+	events, err := timeline.Parse(b)
 	if err != nil || len(events) != 1 || events[0].Msg != e.Msg {
 		t.Fatalf("read back %+v (%v), want the message %q", events, err, e.Msg)
 	}
@@ -79,9 +80,9 @@ func TestRecordsAreShellInert(t *testing.T) {
 // and in the fleet table's Outcome and Method cells.
 func TestOutcomeLineAndFleetCellsAreEscaped(t *testing.T) {
 	evil := "/tmp/\x1b]0;owned\x07d\n| forged | row |"
-	events := []Event{
-		{Time: time.Unix(1700000000, 0), Step: StepStart, Msg: "freeze started"},
-		{Time: time.Unix(1700000001, 0), Step: StepRefused, Msg: "refused " + evil},
+	events := []timeline.Event{
+		{Time: time.Unix(1700000000, 0), Step: timeline.StepStart, Msg: "freeze started"},
+		{Time: time.Unix(1700000001, 0), Step: timeline.StepRefused, Msg: "refused " + evil},
 	}
 	for _, format := range []string{"text", "markdown"} {
 		var out bytes.Buffer
@@ -93,7 +94,7 @@ func TestOutcomeLineAndFleetCellsAreEscaped(t *testing.T) {
 		}
 	}
 	var md bytes.Buffer
-	runs := []HostRun{{Host: "h", Outcome: "zero" + evil, Method: "bpf" + evil, Exit: 0, Where: []Where{{Runtime: "podman" + evil, Container: "abc" + evil}}}}
+	runs := []timeline.HostRun{{Host: "h", Outcome: "zero" + evil, Method: "bpf" + evil, Exit: 0, Where: []timeline.Where{{Runtime: "podman" + evil, Container: "abc" + evil}}}}
 	RenderFleet(&md, runs, "markdown")
 	for _, line := range strings.Split(md.String(), "\n") {
 		if strings.HasPrefix(line, "| h ") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") != 12 {

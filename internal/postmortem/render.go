@@ -1,9 +1,10 @@
-package timeline
+package postmortem
 
 import (
 	"encoding/json"
 	"fmt"
 	"freeze/internal/show"
+	"freeze/internal/timeline"
 	"io"
 	"sort"
 	"strings"
@@ -16,13 +17,13 @@ import (
 // refusal, a failure) is said to stop early, with its last step; events recorded
 // after the end (freeze's peak memory) do not make a finished run look
 // cut.
-func Render(w io.Writer, events []Event, format string) error {
+func Render(w io.Writer, events []timeline.Event, format string) error {
 	return render(w, events, format, 2)
 }
 
 // render is Render with the title at heading level (2 alone, 3 inside a
 // fleet postmortem's host section), and the sections one below it.
-func render(w io.Writer, events []Event, format string, level int) error {
+func render(w io.Writer, events []timeline.Event, format string, level int) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -33,12 +34,9 @@ func render(w io.Writer, events []Event, format string, level int) error {
 		// fleet postmortem collects from a node whose image has no cat
 		// or tar (the DaemonSet's, FROM scratch).
 		for _, e := range events {
-			line := e.raw
-			if line == nil {
-				var err error
-				if line, err = json.Marshal(e); err != nil {
-					return err
-				}
+			line, err := e.Line()
+			if err != nil {
+				return err
 			}
 			if _, err := fmt.Fprintf(w, "%s\n", line); err != nil {
 				return err
@@ -91,7 +89,7 @@ func (r renderer) text(s string) string {
 }
 
 // header writes the title, the command, the outcome and the method.
-func (r renderer) header(events []Event) {
+func (r renderer) header(events []timeline.Event) {
 	first := events[0]
 	title := "freeze timeline, " + first.Time.UTC().Format(time.RFC3339)
 	if r.md {
@@ -99,16 +97,16 @@ func (r renderer) header(events []Event) {
 	} else {
 		fmt.Fprintf(r.w, "%s\n", title)
 	}
-	var start Start
-	if first.Step == StepRunStart {
+	var start timeline.Start
+	if first.Step == timeline.StepRunStart {
 		// A freeze run's record: its command, its host.
-		var rs RunStart
+		var rs timeline.RunStart
 		if first.Decode(&rs) == nil {
 			start.Command = append([]string{"freeze", "run", "--"}, rs.Command...)
 			start.HostInfo, start.Version = rs.HostInfo, rs.Version
 		}
 	}
-	if (first.Step == StepStart || first.Step == StepRunStart) && (first.Step == StepRunStart || first.Decode(&start) == nil) && len(start.Command) > 0 {
+	if (first.Step == timeline.StepStart || first.Step == timeline.StepRunStart) && (first.Step == timeline.StepRunStart || first.Decode(&start) == nil) && len(start.Command) > 0 {
 		// Quoted, so that it pastes back as the same words: a bash
 		// bomb's --arg ':(){ :|:& };:' is one word.
 		line := show.ShellJoin(start.Command)
@@ -118,14 +116,14 @@ func (r renderer) header(events []Event) {
 			fmt.Fprintf(r.w, "\nCommand: %s\n", show.Term(line))
 		}
 		if start.Host != "" || start.Version != "" {
-			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Host: %s, kernel %s; %s", Dash(start.Host), Dash(start.Kernel), start.Version)))
+			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Host: %s, kernel %s; %s", show.Dash(start.Host), show.Dash(start.Kernel), start.Version)))
 		}
 	}
 	r.heading("Outcome")
 	fmt.Fprintln(r.w, r.text(outcome(events)))
 	for _, e := range events {
-		var m MethodChosen
-		if e.Step == StepMethod {
+		var m timeline.MethodChosen
+		if e.Step == timeline.StepMethod {
 			e.Decode(&m)
 			fmt.Fprintf(r.w, "\n%s\n", r.text(fmt.Sprintf("Method: %s at %s, because: %s", m.Method, m.Group, m.Why)))
 		}
@@ -133,7 +131,7 @@ func (r renderer) header(events []Event) {
 }
 
 // steps writes one line per event.
-func (r renderer) steps(events []Event) {
+func (r renderer) steps(events []timeline.Event) {
 	r.heading("Steps")
 	if r.md {
 		fmt.Fprintln(r.w, "| wall time (UTC) | elapsed | step | what happened |")
@@ -141,7 +139,7 @@ func (r renderer) steps(events []Event) {
 	}
 	for _, e := range events {
 		ts := e.Time.UTC().Format("15:04:05.000")
-		el := DurMS(e.ElapsedMS)
+		el := timeline.DurMS(e.ElapsedMS)
 		if r.md {
 			fmt.Fprintf(r.w, "| %s | %s | %s | %s |\n", ts, el, show.Markdown(string(e.Step)), show.Markdown(e.Msg))
 		} else {
@@ -151,10 +149,10 @@ func (r renderer) steps(events []Event) {
 }
 
 // rounds writes each freeze and kill round's counts.
-func (r renderer) rounds(events []Event) {
+func (r renderer) rounds(events []timeline.Event) {
 	r.heading("Counts per round")
 	for _, e := range events {
-		if e.Step != StepFreezeRound && e.Step != StepKillRound {
+		if e.Step != timeline.StepFreezeRound && e.Step != timeline.StepKillRound {
 			continue
 		}
 		keys := make([]string, 0, len(e.Fields))
@@ -175,7 +173,7 @@ func (r renderer) rounds(events []Event) {
 }
 
 // ended reports whether any event ends the run.
-func ended(events []Event) bool {
+func ended(events []timeline.Event) bool {
 	for _, e := range events {
 		if e.Step.Ends() {
 			return true
@@ -186,7 +184,7 @@ func ended(events []Event) bool {
 
 // runOutcome says how a freeze run ended: its exit code and why, what
 // outlived the command, the cap, and zero.
-func runOutcome(e RunEnd) string {
+func runOutcome(e timeline.RunEnd) string {
 	out := fmt.Sprintf("freeze run exited %d: %s.", e.Exit, e.Why)
 	if e.Leftovers > 0 {
 		out += fmt.Sprintf(" %d process(es) outlived the command and were killed.", e.Leftovers)
@@ -197,7 +195,7 @@ func runOutcome(e RunEnd) string {
 		out += fmt.Sprintf(" Peak %d tasks of the cap of %d.", e.Peak, e.Max)
 	}
 	if e.Zero {
-		out += fmt.Sprintf(" Zero confirmed %s after the start.", DurMS(e.TookMS))
+		out += fmt.Sprintf(" Zero confirmed %s after the start.", timeline.DurMS(e.TookMS))
 	} else {
 		out += " The teardown could not confirm zero."
 	}
@@ -207,55 +205,46 @@ func runOutcome(e RunEnd) string {
 // runStartMS is when the run itself started in its file (a drill
 // records its set-up before it): the one origin of the picture's times
 // and of the outcome's.
-func runStartMS(events []Event) float64 {
+func runStartMS(events []timeline.Event) float64 {
 	for _, e := range events {
-		if e.Step == StepStart || e.Step == StepRunStart {
+		if e.Step == timeline.StepStart || e.Step == timeline.StepRunStart {
 			return e.ElapsedMS
 		}
 	}
 	return 0
 }
 
-func outcome(events []Event) string {
+func outcome(events []timeline.Event) string {
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
 		switch e.Step {
-		case StepRunEnd:
-			var end RunEnd
+		case timeline.StepRunEnd:
+			var end timeline.RunEnd
 			e.Decode(&end)
 			return runOutcome(end)
-		case StepZero:
+		case timeline.StepZero:
 			// From the run's start, as the picture's bars are: a drill's
 			// header said "confirmed 413ms" over a bar "zero 411ms".
-			return fmt.Sprintf("Zero remain, confirmed %s after the run's start.", DurMS(e.ElapsedMS-runStartMS(events)))
-		case StepSurvivors:
+			return fmt.Sprintf("Zero remain, confirmed %s after the run's start.", timeline.DurMS(e.ElapsedMS-runStartMS(events)))
+		case timeline.StepSurvivors:
 			return "Survivors remained: " + e.Msg
-		case StepHold:
+		case timeline.StepHold:
 			return "Held frozen for inspection: " + e.Msg
-		case StepNothingMatched:
+		case timeline.StepNothingMatched:
 			return "Nothing matched."
-		case StepDryRun:
+		case timeline.StepDryRun:
 			return "Dry run: nothing was changed."
-		case StepMethodFailed:
+		case timeline.StepMethodFailed:
 			return "No freeze method could be used: " + e.Msg
-		case StepInterrupted:
+		case timeline.StepInterrupted:
 			return "Interrupted: " + e.Msg
-		case StepRefused:
+		case timeline.StepRefused:
 			return "Refused: " + e.Msg
-		case StepFailed:
+		case timeline.StepFailed:
 			return "Failed: " + e.Msg
-		case StepDrillEnd:
+		case timeline.StepDrillEnd:
 			return "Drill: " + e.Msg
 		}
 	}
 	return "Unknown: the timeline ends before an outcome."
-}
-
-// Dash is s, or "-" for an empty value: how a table or a line shows a
-// value the record does not have.
-func Dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"freeze/internal/show"
+	"freeze/internal/timeline"
 )
 
 // The picture's size, in SVG user units (pixels at 100%).
@@ -29,7 +30,7 @@ const (
 // Every string a user controls (the command, the host) is written as
 // escaped character data: a command line holding "</text><script>" is
 // text in the picture, not markup.
-func SVG(w io.Writer, events []Event) error {
+func SVG(w io.Writer, events []timeline.Event) error {
 	pts := Chart(events)
 	if len(pts) == 0 {
 		return fmt.Errorf("the timeline has no match, round or zero to draw: nothing ran past the start")
@@ -52,17 +53,17 @@ func SVG(w io.Writer, events []Event) error {
 
 // svgTitle writes the picture's heading lines: what it shows, the host
 // and start, the command as it pastes back, and the outcome.
-func svgTitle(b *bytes.Buffer, events []Event) {
+func svgTitle(b *bytes.Buffer, events []timeline.Event) {
 	lines := []string{"Processes of the chain at each step"}
 	for _, e := range events {
 		// The run's start, wherever it is: a drill records its set-up
 		// before it.
-		var start Start
-		if e.Step != StepStart || e.Decode(&start) != nil {
+		var start timeline.Start
+		if e.Step != timeline.StepStart || e.Decode(&start) != nil {
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%s, kernel %s, %s", Dash(start.Host), Dash(start.Kernel), e.Time.UTC().Format(time.RFC3339)),
-			Dash(start.Version))
+		lines = append(lines, fmt.Sprintf("%s, kernel %s, %s", show.Dash(start.Host), show.Dash(start.Kernel), e.Time.UTC().Format(time.RFC3339)),
+			show.Dash(start.Version))
 		if len(start.Command) > 0 {
 			lines = append(lines, show.ShellJoin(start.Command))
 		}
@@ -74,7 +75,7 @@ func svgTitle(b *bytes.Buffer, events []Event) {
 			fmt.Fprintf(b, `<text x="%d" y="22" font-size="16" font-weight="bold">%s</text>`+"\n", svgLeft, show.XML(l))
 			continue
 		}
-		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11">%s</text>`+"\n", svgLeft, 26+i*16, show.XML(Clip(show.Term(l), 110)))
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11">%s</text>`+"\n", svgLeft, 26+i*16, show.XML(show.Clip(show.Term(l), 110)))
 	}
 }
 
@@ -133,7 +134,7 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 		prevX = x
 		h := plotH * float64(p.N) / float64(most)
 		fmt.Fprintf(b, `<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s at %s: %d</title></rect>`+"\n",
-			x, base-h, barW-1, h, barColor(p.Label), show.XML(p.Label), DurMS(p.AtMS), p.N)
+			x, base-h, barW-1, h, barColor(p.Label), show.XML(p.Label), timeline.DurMS(p.AtMS), p.N)
 		if p.Label == "zero" {
 			// Zero has no height: a green mark on the axis says it.
 			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="4" fill="%s"/>`+"\n", x, base-4, barW-1, barColor(p.Label))
@@ -163,10 +164,10 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 			labels = append(labels, d.p.Label)
 		}
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, show.XML(groupLabel(labels)))
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, DurMS(group[0].p.AtMS))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, timeline.DurMS(group[0].p.AtMS))
 		i = j
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale: 0 to %s</text>`+"\n", svgWidth-svgRight, svgHeight-2, DurMS(last))
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale: 0 to %s</text>`+"\n", svgWidth-svgRight, svgHeight-2, timeline.DurMS(last))
 }
 
 // barColor is a step's color: freeze's steps blue, kill rounds red,
@@ -199,13 +200,4 @@ func groupLabel(labels []string) string {
 		return kind + " " + first + "-" + lastN
 	}
 	return strings.Join(labels, ", ")
-}
-
-// Clip shortens s to n runes, marking the cut.
-func Clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

@@ -1,7 +1,8 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
+	"freeze/internal/timeline"
 	"testing"
 )
 
@@ -13,7 +14,7 @@ func TestRenderJSONLGivesBackTheFile(t *testing.T) {
 {"time":"2026-12-02T04:00:00.100Z","elapsed_ms":100,"step":"match","stage":1,"msg":"3 live processes match","ino":18446744073709551557}
 {"time":"2026-12-02T04:00:00.200Z","elapsed_ms":200,"step":"zero","stage":4}
 `)
-	events, err := Parse(in)
+	events, err := timeline.Parse(in)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
+	"freeze/internal/timeline"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func TestParseRejectsImpossibleNumbers(t *testing.T) {
 		"negative stage":     `{"time":"2026-12-01T10:00:00Z","step":"zero","stage":-1}`,
 	} {
 		first := `{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"start"}`
-		events, err := Parse([]byte(first + "\n" + line + "\n"))
+		events, err := timeline.Parse([]byte(first + "\n" + line + "\n"))
 		if err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("%s: Parse = %v, want an error naming line 2", name, err)
 		}
@@ -38,7 +39,7 @@ func TestParseRejectsImpossibleNumbers(t *testing.T) {
 		}
 	}
 	// What may be negative is read: an exit status of a signalled process.
-	if _, err := Parse([]byte(`{"time":"2026-12-01T10:00:00Z","step":"run-exit","status":-1}`)); err != nil {
+	if _, err := timeline.Parse([]byte(`{"time":"2026-12-01T10:00:00Z","step":"run-exit","status":-1}`)); err != nil {
 		t.Errorf("a status of -1: %v", err)
 	}
 }
@@ -46,7 +47,7 @@ func TestParseRejectsImpossibleNumbers(t *testing.T) {
 // The negative run renders in every format, and a fleet holding it
 // renders every host's row.
 func TestANegativeCountStopsNoRender(t *testing.T) {
-	events, err := Parse([]byte(negativeRun))
+	events, err := timeline.Parse([]byte(negativeRun))
 	if err == nil {
 		t.Fatal("the negative count parsed")
 	}

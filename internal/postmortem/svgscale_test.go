@@ -1,7 +1,8 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
+	"freeze/internal/timeline"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ func TestSVGBarsOnATrueTimeAxis(t *testing.T) {
 {"time":"2026-12-01T10:00:00.410Z","elapsed_ms":410,"step":"kill-round","round":1,"live":300}
 {"time":"2026-12-01T10:00:00.413Z","elapsed_ms":413,"step":"zero"}
 `
-	events, err := Parse([]byte(in))
+	events, err := timeline.Parse([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestSVGLabelsEveryStepAndKeepsClearOfTheEdge(t *testing.T) {
 {"time":"2026-12-01T10:00:00.759Z","elapsed_ms":759,"step":"kill-round","round":1,"live":334}
 {"time":"2026-12-01T10:00:00.762Z","elapsed_ms":762,"step":"zero"}
 `
-	events, err := Parse([]byte(in))
+	events, err := timeline.Parse([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
-package timeline
+package postmortem
 
 import (
 	"bytes"
 	"encoding/json"
+	"freeze/internal/timeline"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,7 @@ func TestFleetSumsUpEachHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]HostRun{}
+	got := map[string]timeline.HostRun{}
 	var order []string
 	for _, r := range runs {
 		got[r.Host] = r
@@ -155,7 +156,7 @@ func TestLoadFleetKeepsUnreadableFilesAsRows(t *testing.T) {
 }
 
 func TestHostSaysWhereARunRan(t *testing.T) {
-	h := Host()
+	h := timeline.Host()
 	name, _ := os.Hostname()
 	if h.Host != name || h.Kernel == "" {
 		t.Fatalf("Host() = %v", h)
@@ -168,22 +169,22 @@ func TestHostSaysWhereARunRan(t *testing.T) {
 // float64, so in memory they were always 0 (#24, finding 11).
 func TestSummaryInMemoryMatchesTheFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "run.jsonl")
-	rec, err := New(p, nil)
+	rec, err := timeline.New(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.RecordOf(StageMatch, StepMatch, "m", Matched{Matched: 300})
-	rec.RecordOf(StageFreeze, StepGateDetached, "d", GateDetached{ForksStopped: 1234, ExecsStopped: 5, TargetExecs: 2})
+	rec.RecordOf(timeline.StageMatch, timeline.StepMatch, "m", timeline.Matched{Matched: 300})
+	rec.RecordOf(timeline.StageFreeze, timeline.StepGateDetached, "d", timeline.GateDetached{ForksStopped: 1234, ExecsStopped: 5, TargetExecs: 2})
 	// An untyped writer of the same step is read the same way.
-	rec.Record(StageFreeze, StepGateDetached, "d", F{"forks_stopped": uint64(99)})
-	rec.Record(StageRecord, StepZero, "z", nil)
+	rec.Record(timeline.StageFreeze, timeline.StepGateDetached, "d", timeline.F{"forks_stopped": uint64(99)})
+	rec.Record(timeline.StageRecord, timeline.StepZero, "z", nil)
 	rec.Close()
-	mem := Summarize("", p, rec.Events())
-	events, err := ReadFile(p)
+	mem := timeline.Summarize("", p, rec.Events())
+	events, err := timeline.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := Summarize("", p, events)
+	file := timeline.Summarize("", p, events)
 	if mem.GateForks != 99 || mem.GateExecs != 0 || mem.Matched != 300 {
 		t.Errorf("in memory: forks %d, execs %d, matched %d; want the last detach's 99, 0, and 300", mem.GateForks, mem.GateExecs, mem.Matched)
 	}
@@ -236,19 +237,19 @@ func TestLoadFleetKeepsAnUnreadableHostAsARow(t *testing.T) {
 // inode number past 2^53 survives both (a float64 rounds it).
 func TestTypedRecordRoundTrips(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "run.jsonl")
-	rec, err := New(p, nil)
+	rec, err := timeline.New(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Revoked{Path: "/tmp/x/tool", Dev: 2049, Ino: 1<<60 + 1, Mode: "0755", NewMode: "0644", UID: 1000, GID: 1000, CtimeNS: "1764590000123456789"}
-	rec.RecordOf(StageFreeze, StepRevoke, "r", want)
+	want := timeline.Revoked{Path: "/tmp/x/tool", Dev: 2049, Ino: 1<<60 + 1, Mode: "0755", NewMode: "0644", UID: 1000, GID: 1000, CtimeNS: "1764590000123456789"}
+	rec.RecordOf(timeline.StageFreeze, timeline.StepRevoke, "r", want)
 	rec.Close()
-	events, err := ReadFile(p)
+	events, err := timeline.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for where, e := range map[string]Event{"memory": rec.Events()[0], "file": events[0]} {
-		var got Revoked
+	for where, e := range map[string]timeline.Event{"memory": rec.Events()[0], "file": events[0]} {
+		var got timeline.Revoked
 		if err := e.Decode(&got); err != nil || got != want {
 			t.Errorf("from %s: %+v (%v), want %+v", where, got, err, want)
 		}
@@ -259,7 +260,7 @@ func TestTypedRecordRoundTrips(t *testing.T) {
 // drill's set-up; "matched" is the most the run held (the fixed set), not
 // the first scan's count. On 2e67e63 this drill read 900 ms and 300.
 func TestSummaryOfADrill(t *testing.T) {
-	events, err := Parse([]byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"drill","msg":"drill: started a chain"}
+	events, err := timeline.Parse([]byte(`{"time":"2026-12-01T10:00:00Z","elapsed_ms":0,"step":"drill","msg":"drill: started a chain"}
 {"time":"2026-12-01T10:00:00.8Z","elapsed_ms":800,"step":"start","msg":"freeze run started"}
 {"time":"2026-12-01T10:00:00.81Z","elapsed_ms":810,"step":"match","stage":1,"msg":"m","matched":300}
 {"time":"2026-12-01T10:00:00.82Z","elapsed_ms":820,"step":"freeze-round","stage":2,"msg":"f1","round":1,"matched":340}
@@ -269,7 +270,7 @@ func TestSummaryOfADrill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := Summarize("h", "f", events)
+	h := timeline.Summarize("h", "f", events)
 	if h.ZeroMS != 100 || h.Matched != 343 {
 		t.Errorf("time to zero %v ms, matched %d; want 100 and 343", h.ZeroMS, h.Matched)
 	}
