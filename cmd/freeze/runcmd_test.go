@@ -233,6 +233,41 @@ func TestRunNamesACapThatFiredInTheGrace(t *testing.T) {
 	}
 }
 
+// A command that never started says so, with a shell's codes: 127 for
+// one not found, 126 for one found that cannot run; and a command that
+// ran and exited 127 is not read as one that never started. It said
+// "the command exited 127" for all three, and 127 for the second.
+func TestRunSaysACommandThatNeverStarted(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(plain, []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh := copyTool(t, dir, "sh")
+	for _, tc := range []struct {
+		cmd     []string
+		code    int
+		started bool
+	}{
+		{[]string{filepath.Join(dir, "no-such-command")}, 127, false},
+		{[]string{plain}, 126, false},
+		{[]string{sh, "-c", "exit 127"}, 127, true},
+	} {
+		report := filepath.Join(dir, "report.json")
+		c, code := runUnder(t, append([]string{bin, "run", "--report", report, "-t", filepath.Join(dir, "run.jsonl"), "--"}, tc.cmd...), 60*time.Second)
+		said := strings.Contains(c.Stderr(), "the command did not start (")
+		if code != tc.code || said == tc.started {
+			t.Errorf("%q: exit %d, said it did not start: %v; want exit %d, started %v; stderr:\n%s", tc.cmd, code, said, tc.code, tc.started, c.Stderr())
+		}
+		var r contain.ReportJSON
+		if b, err := os.ReadFile(report); err != nil || json.Unmarshal(b, &r) != nil || (r.NotStarted == "") != tc.started {
+			t.Errorf("%q: the report's not_started is %q (%v), want it set: %v", tc.cmd, r.NotStarted, err, !tc.started)
+		}
+	}
+}
+
 // The command's own status passes through when nothing is left: 0, 3,
 // and 128+15 for a command killed by SIGTERM.
 func TestRunPassesTheStatusThrough(t *testing.T) {

@@ -1,8 +1,10 @@
 package contain
 
 import (
+	"errors"
 	"fmt"
 	"freeze/internal/safedir"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,10 +19,18 @@ import (
 // before it has. package early leaves this subcommand unlifted.
 const ChildArg = "__run-child"
 
+// startFD is the helper's descriptor for why CMD did not start: freeze
+// run reads it to its end, which comes at the exec (it is close-on-exec)
+// or at the helper's exit after it wrote why. A command that ran and
+// exited 127 is then never read as one that never started.
+const startFD = 3
+
 // Child is the helper's main: ChildArg [--join FILE]... [--nproc N] --
 // CMD [ARGS...]. It returns only on failure, with 126 (cannot join or
-// exec) or 127 (no such command), as a shell does.
+// exec) or 127 (no such command), as a shell does, after it wrote why to
+// startFD.
 func Child(args []string) int {
+	unix.CloseOnExec(startFD)
 	var join []string
 	nproc := 0
 	for len(args) > 0 && args[0] != "--" {
@@ -59,13 +69,24 @@ func Child(args []string) int {
 	}
 	path, err := exec.LookPath(cmd[0])
 	if err != nil {
-		return fail(127, "run: %v", err)
+		// As a shell: 127 for a command not found, 126 for one found
+		// that cannot run (not executable, a directory).
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return fail(127, "run: %v", err)
+		}
+		return fail(126, "run: %v", err)
 	}
 	err = unix.Exec(path, cmd, os.Environ())
-	return fail(126, "run: exec %s: %v", path, err)
+	code := 126
+	if errors.Is(err, unix.ENOENT) {
+		code = 127 // a script whose interpreter is missing, as bash says
+	}
+	return fail(code, "run: exec %s: %v", path, err)
 }
 
 func fail(code int, format string, a ...any) int {
-	fmt.Fprintf(os.Stderr, "freeze: error: %s\n", fmt.Sprintf(format, a...))
+	msg := fmt.Sprintf(format, a...)
+	fmt.Fprintf(os.Stderr, "freeze: error: %s\n", msg)
+	unix.Write(startFD, []byte(msg))
 	return code
 }

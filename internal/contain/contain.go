@@ -17,10 +17,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -74,7 +76,11 @@ type Report struct {
 	Group    string // the group that held the tree, "" for the rlimit
 	Status   int    // the command's exit status (128+N for signal N), -1 if it never exited
 	Signaled string // a signal freeze received and passed on, if any
-	TimedOut bool
+	// NotStarted says why the command never started (not found, not
+	// executable, the group could not be joined): Status is then the
+	// helper's 127 or 126, as a shell's.
+	NotStarted string
+	TimedOut   bool
 	// AtCap is what the group held when the cap first refused a fork:
 	// its processes counted by executable, most first ("2043 x
 	// /tmp/x/bomb"), from one look at the group.
@@ -214,7 +220,7 @@ func run(ctx context.Context, c Config) (Report, error) {
 	}
 	defer lin.stop()
 	rep.Lineage = lin != nil
-	cmd, err := start(c, cp)
+	cmd, why, err := start(c, cp)
 	if err != nil {
 		cp.remove()
 		return rep, err
@@ -226,6 +232,9 @@ func run(ctx context.Context, c Config) (Report, error) {
 	var atCap capWatch
 	rep.Status, rep.Signaled, rep.TimedOut = wait(ctx, c, cmd.Process.Pid, r, func() { atCap.look(cp) })
 	atCap.look(cp) // a command that exited at once: its tree is still there
+	if rep.Status >= 0 {
+		rep.NotStarted = notStarted(why)
+	}
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
 	settle(ctx, c, cp, func() { atCap.look(cp) })
 	atCap.look(cp)
@@ -292,8 +301,9 @@ func tearDown(c Config, cp *capped, pid int, lin *lineage, rep *Report) {
 // start starts the child: freeze's helper, which joins the groups and
 // execs the command, in a process group of its own, inheriting freeze's
 // stdin, stdout and stderr (freeze reads none of them, so a descendant
-// that holds one cannot hang it).
-func start(c Config, cp *capped) (*exec.Cmd, error) {
+// that holds one cannot hang it). why gives, once the helper has exec'd
+// or exited, why the command did not start ("" if it did).
+func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, err error) {
 	args := []string{ChildArg}
 	for _, j := range cp.join {
 		args = append(args, "--join", j)
@@ -303,16 +313,40 @@ func start(c Config, cp *capped) (*exec.Cmd, error) {
 		args = append(args, "--nproc", strconv.Itoa(userTasks(os.Getuid())+c.MaxProcs))
 	}
 	args = append(append(args, "--"), c.Command...)
-	cmd := exec.Command(c.Self, args...)
+	cmd = exec.Command(c.Self, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer wr.Close()
+	cmd.ExtraFiles = []*os.File{wr} // the helper's startFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cp.cgroupFD >= 0 {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cp.cgroupFD
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", c.Command[0], err)
+		rd.Close()
+		return nil, nil, fmt.Errorf("start %s: %w", c.Command[0], err)
 	}
-	return cmd, nil
+	said := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(rd, 4096))
+		rd.Close()
+		said <- strings.TrimPrefix(string(b), "run: ")
+	}()
+	return cmd, said, nil
+}
+
+// notStarted is why the command never started, "" if it did: asked once
+// the command has exited, when the helper's descriptor has closed.
+func notStarted(why <-chan string) string {
+	select {
+	case s := <-why:
+		return s
+	case <-time.After(time.Second):
+		return ""
+	}
 }
 
 // wait waits for the command to exit, the timeout, or a signal to
@@ -415,6 +449,8 @@ func (r Report) ExitWords() string {
 		return "the command timed out, and did not exit within its grace after SIGTERM"
 	case r.Status < 0:
 		return "the command did not exit after " + r.Signaled
+	case r.NotStarted != "":
+		return fmt.Sprintf("the command did not start (%s; exit %d, as a shell gives)", r.NotStarted, r.Status)
 	case r.Status > 128:
 		return fmt.Sprintf("the command was killed by %s", unix.SignalName(syscall.Signal(r.Status-128)))
 	}

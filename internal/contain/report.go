@@ -150,6 +150,9 @@ type ReportJSON struct {
 	Exit      int                    `json:"exit"`
 	Why       string                 `json:"why"`
 	Status    int                    `json:"status"`
+	// NotStarted: why the command never started (its status is then a
+	// shell's 127 or 126).
+	NotStarted string `json:"not_started,omitempty"`
 	Cap       string                 `json:"cap"`
 	CapWhy    string                 `json:"cap_why"`
 	Group     string                 `json:"group,omitempty"` // the group whose pids.max capped it
@@ -170,7 +173,7 @@ type ReportJSON struct {
 func (r Report) JSON(tl string) []byte {
 	j := ReportJSON{Exit: r.Exit, Why: r.Why, Status: r.Status, Cap: r.Cap, CapWhy: r.CapWhy, Group: r.Group, TimedOut: r.TimedOut,
 		Refused: r.Refused, Peak: r.Peak, Zero: r.Zero, Timeline: tl, TookMS: msOf(r.Took),
-		Leftovers: []timeline.RunLeftover{}, AtCap: r.AtCap, AtCapMissed: r.AtCapMissed}
+		Leftovers: []timeline.RunLeftover{}, AtCap: r.AtCap, AtCapMissed: r.AtCapMissed, NotStarted: r.NotStarted}
 	for _, l := range r.Leftovers {
 		j.Leftovers = append(j.Leftovers, l.Record())
 	}

@@ -26,5 +26,8 @@ func (c Config) verdict(rep Report) (int, string) {
 	case rep.Status < 0:
 		return ExitNotZero, "the command did not exit after " + rep.Signaled
 	}
+	if rep.NotStarted != "" {
+		return rep.Status, fmt.Sprintf("the command did not start: %s", rep.NotStarted)
+	}
 	return rep.Status, fmt.Sprintf("the command's own status, %d", rep.Status)
 }
