@@ -113,6 +113,11 @@ func TestContainedFromTheHostByContainerID(t *testing.T) {
 	if !strings.Contains(stderr, "in podman "+s.c.ID[:12]) {
 		t.Errorf("the record does not name the container:\n%s", stderr)
 	}
+	// The chain's root is the container's PID 1 (its command): the
+	// operator is told that the container ends with the chain.
+	if !strings.Contains(stderr, " is PID 1 of podman "+s.c.ID[:12]+": the kill rounds end the container with it") {
+		t.Errorf("freeze does not say that the chain's root is the container's PID 1:\n%s", stderr)
+	}
 }
 
 func TestContainedFromTheHostByPodUID(t *testing.T) {

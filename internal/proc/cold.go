@@ -77,6 +77,23 @@ func (p FS) PeakRSS(pid int) (int64, error) {
 	return int64(st.VmHWM / 1024), nil
 }
 
+// InnerPID is a process's pid in its own, innermost pid namespace (the
+// last of NSpid in /proc/PID/status): 1 for a container's init.
+func (p FS) InnerPID(pid int) (int, error) {
+	pr, err := p.procOf(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := pr.NewStatus()
+	if err != nil {
+		return 0, err
+	}
+	if len(st.NSpids) == 0 {
+		return pid, nil // a kernel before NSpid (4.1): one namespace
+	}
+	return int(st.NSpids[len(st.NSpids)-1]), nil
+}
+
 // Wchan is where a process sleeps in the kernel (/proc/PID/wchan), or "":
 // for a survivor in state D, the call it waits in.
 func (p FS) Wchan(pid int) string {

@@ -50,6 +50,7 @@ func (r *run) match() error {
 		ByUnder: res.Counts[match.ByUnder], Descendants: res.Counts[match.ByDescendant],
 		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from, Where: where,
 		ReadMS: ms(res.ReadTook), ArgsRead: res.ArgsRead, ArgsMS: ms(res.ArgsTook)})
+	r.containerInits(where)
 	r.out.Hidden = res.Hidden
 	if len(res.Hidden) > 0 {
 		var pids []int
@@ -196,6 +197,34 @@ func (r *run) dryRunProcesses() {
 		}
 		r.rec.RecordOf(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on pid %d (parent %d, state %c, by %s): %s", p.PID, p.PPID, p.State, p.Reason, exe),
 			timeline.DryRunProcess{PID: p.PID, PPID: p.PPID, State: string(p.State), Reason: p.Reason.String(), Exe: p.Exe})
+	}
+}
+
+// containerInits says which matches are their container's PID 1: the
+// chain's kill ends the container with it (its runtime records the exit:
+// 137 for SIGKILL). Only the chain's roots in a container are read (a
+// match whose parent is not a match): a container's init is one.
+func (r *run) containerInits(where []timeline.Where) {
+	if len(where) == 0 {
+		return
+	}
+	in := make(map[int]bool, len(r.res.Procs))
+	for _, p := range r.res.Procs {
+		in[p.PID] = true
+	}
+	for _, p := range r.res.Procs {
+		if in[p.PPID] {
+			continue
+		}
+		place, err := container.Of(r.c.FS, p.PID)
+		if err != nil || place.Host() {
+			continue
+		}
+		if inner, err := r.c.FS.InnerPID(p.PID); err != nil || inner != 1 {
+			continue
+		}
+		r.rec.RecordOf(timeline.StageMatch, timeline.StepContainerInit, fmt.Sprintf("pid %d is PID 1 of %s: the kill rounds end the container with it (its runtime records the exit: 137 for SIGKILL)", p.PID, show.Term(place.String())),
+			timeline.ContainerInit{PID: p.PID, Runtime: place.Runtime, Container: place.ID, Pod: place.Pod})
 	}
 }
 

@@ -58,6 +58,15 @@ type DryRunProcess struct {
 	More   int    `json:"more,omitempty"`
 }
 
+// ContainerInit is a match that is its container's PID 1
+// (StepContainerInit): the kill rounds end the container with it.
+type ContainerInit struct {
+	PID       int    `json:"pid"`
+	Runtime   string `json:"runtime,omitempty"`
+	Container string `json:"container,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+}
+
 // LookAlike is another file of the target's name that live processes
 // run, left alone (StepLookAlike).
 type LookAlike struct {

@@ -25,6 +25,7 @@ const (
 	StepDryRunProcess   Step = "dry-run-process" // a process a run would act on
 	StepAlreadyRevoked  Step = "already-revoked" // exec off already, no earlier record of the mode
 	StepLookAlike       Step = "look-alike"      // the target's name, run from another file: left alone
+	StepContainerInit   Step = "container-init"  // a match is its container's PID 1: the container ends with the chain
 	StepGateAttached    Step = "gate-attached"
 	StepGateUnavailable Step = "gate-unavailable"
 	StepGateDetached    Step = "gate-detached"
