@@ -147,20 +147,20 @@ func (rep Report) GitHub(stdout io.Writer) error {
 // ReportJSON is a run's report as --format json and --report write it,
 // and as a reader takes it back.
 type ReportJSON struct {
-	Exit      int                    `json:"exit"`
-	Why       string                 `json:"why"`
-	Status    int                    `json:"status"`
+	Exit   int    `json:"exit"`
+	Why    string `json:"why"`
+	Status int    `json:"status"`
 	// NotStarted: why the command never started (its status is then a
 	// shell's 127 or 126).
-	NotStarted string `json:"not_started,omitempty"`
-	Cap       string                 `json:"cap"`
-	CapWhy    string                 `json:"cap_why"`
-	Group     string                 `json:"group,omitempty"` // the group whose pids.max capped it
-	TimedOut  bool                   `json:"timed_out"`
-	Refused   int                    `json:"forks_refused"`
-	Peak      int                    `json:"peak"`
-	Leftovers []timeline.RunLeftover `json:"leftovers"`
-	AtCap     []string               `json:"at_cap,omitempty"` // what the group held when the cap first fired
+	NotStarted string                 `json:"not_started,omitempty"`
+	Cap        string                 `json:"cap"`
+	CapWhy     string                 `json:"cap_why"`
+	Group      string                 `json:"group,omitempty"` // the group whose pids.max capped it
+	TimedOut   bool                   `json:"timed_out"`
+	Refused    int                    `json:"forks_refused"`
+	Peak       int                    `json:"peak"`
+	Leftovers  []timeline.RunLeftover `json:"leftovers"`
+	AtCap      []string               `json:"at_cap,omitempty"` // what the group held when the cap first fired
 	// AtCapMissed: what the looks saw when they named nothing.
 	AtCapMissed string  `json:"at_cap_missed,omitempty"`
 	Zero        bool    `json:"zero"`
