@@ -891,8 +891,8 @@ func TestLeavesAHelper(t *testing.T) {
 	time.Sleep(2 * time.Second)
 }
 `), 0o644)
-	report := filepath.Join(dir, "report.json")
-	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run --report " + report + " -t " + filepath.Join(dir, "run.jsonl") + " -- " + goBin + " test -count=1 ."}, 100*time.Second)
+	report, junit := filepath.Join(dir, "report.json"), filepath.Join(dir, "junit.xml")
+	c, code := runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run --report " + report + " --junit " + junit + " -t " + filepath.Join(dir, "run.jsonl") + " -- " + goBin + " test -count=1 -run TestLeavesAHelper ."}, 100*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
 	}
@@ -904,6 +904,11 @@ func TestLeavesAHelper(t *testing.T) {
 	b, _ := os.ReadFile(report)
 	if json.Unmarshal(b, &r) != nil || len(r.Leftovers) != 1 || !strings.Contains(r.Leftovers[0].StartedBy, "of package "+mod) || len(r.Leftovers[0].Args) != 2 {
 		t.Errorf("the report's leftover: %s", b)
+	}
+	// The JUnit case sits where go-junit-report and gotestsum put the
+	// package's own: classname the import path, named by the test.
+	if x, _ := os.ReadFile(junit); !strings.Contains(string(x), `classname="leaky"`) || !strings.Contains(string(x), `name="TestLeavesAHelper: left behind`) {
+		t.Errorf("the JUnit case is not classed by the package and named by its test:\n%s", x)
 	}
 	// Go's test cache is kept under freeze run (no -exec): the second of
 	// two plain runs prints (cached).

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -122,5 +123,40 @@ func TestTheCapsLookWaitsForAGroupThatListsAProcess(t *testing.T) {
 	}
 	if m := w.missed(); m != "" {
 		t.Errorf("a look that named the group's process still says it missed: %q", m)
+	}
+}
+
+// A Go test binary's leftover is classed by its package's import path,
+// as go-junit-report and gotestsum class the package's own cases: from
+// the nearest go.mod above the directory go test ran the binary in.
+func TestGoImportPathFromTheModule(t *testing.T) {
+	root := t.TempDir()
+	sub := filepath.Join(root, "m", "sub", "pkg")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "m", "go.mod"), []byte("// a comment\nmodule example.com/m\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{
+		sub:                      "example.com/m/sub/pkg",
+		filepath.Join(root, "m"): "example.com/m",
+		root:                     "",
+		"relative/dir":           "",
+	} {
+		if got := goImportPath(dir); got != want {
+			t.Errorf("goImportPath(%s) = %q, want %q", dir, got, want)
+		}
+	}
+	for args, want := range map[string]string{
+		"-test.run=TestLeak":       "TestLeak",
+		"-test.run=^TestLeak$":     "TestLeak",
+		"-test.run=TestA|TestB":    "",
+		"-test.v -test.count=1":    "",
+		"-test.run=^TestLeak$/sub": "",
+	} {
+		if got := oneGoTest(strings.Fields(args)); got != want {
+			t.Errorf("oneGoTest(%s) = %q, want %q", args, got, want)
+		}
 	}
 }

@@ -60,6 +60,16 @@ func (l *Leftover) name(lin *lineage) {
 		}
 	}
 	l.StartedBy = startedBy(chain)
+	// A Go test binary's leftover goes in its package's class, as
+	// go-junit-report and gotestsum name a package's cases; and under
+	// its test, where -test.run names one.
+	for _, a := range chain {
+		if goTestRE.MatchString(a.Exe) {
+			l.Class = goImportPath(a.Dir)
+			l.Test = oneGoTest(a.Args)
+			break
+		}
+	}
 	// A test runner that says which test is running in its environment,
 	// which a helper it started inherits: pytest sets
 	// PYTEST_CURRENT_TEST (and xdist PYTEST_XDIST_WORKER).

@@ -293,3 +293,51 @@ func argvLine(args []string, exe string) string {
 	}
 	return s
 }
+
+// goImportPath is the import path of the Go package in dir (the
+// directory go test runs a test binary in), from the nearest go.mod
+// above it; "" if there is none. The go.mod is the test's owner's: what
+// it names is only ever a label, shown escaped.
+func goImportPath(dir string) string {
+	if !filepath.IsAbs(dir) {
+		return ""
+	}
+	for d, i := filepath.Clean(dir), 0; i < 32; d, i = filepath.Dir(d), i+1 {
+		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+		if err == nil {
+			for _, line := range strings.Split(string(b[:min(len(b), 1<<16)]), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+					mod := strings.Trim(f[1], `"`)
+					rel, err := filepath.Rel(d, dir)
+					if err != nil || rel == "." {
+						return mod
+					}
+					return mod + "/" + filepath.ToSlash(rel)
+				}
+			}
+			return ""
+		}
+		if d == "/" {
+			break
+		}
+	}
+	return ""
+}
+
+// oneGoTest is the test a test binary's -test.run names, when it names
+// one: "TestX" or "^TestX$"; "" otherwise.
+func oneGoTest(args []string) string {
+	for _, arg := range args {
+		v, ok := strings.CutPrefix(arg, "-test.run=")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSuffix(strings.TrimPrefix(v, "^"), "$")
+		if goTestName.MatchString(v) {
+			return v
+		}
+	}
+	return ""
+}
+
+var goTestName = regexp.MustCompile(`^Test[A-Za-z0-9_]*$`)

@@ -68,11 +68,14 @@ func (rep Report) found() []finding {
 			f.msg = "started by " + l.StartedBy + ": " + f.msg
 			f.class = show.Clip(l.StartedBy, titleMax)
 		}
-		if l.Test != "" {
-			// Named as the runner names the test: the case sits by the
-			// runner's own when the two JUnit files are merged.
-			f.title = show.Clip(l.Test+": "+f.title, titleMax)
+		if l.Class != "" {
+			// Named as the runner names the test's package or class:
+			// the case sits by the runner's own when the two JUnit
+			// files are merged.
 			f.class, f.file = l.Class, l.File
+		}
+		if l.Test != "" {
+			f.title = show.Clip(l.Test+": "+f.title, titleMax)
 		}
 		out = append(out, f)
 	}
