@@ -268,6 +268,34 @@ func TestRunSaysACommandThatNeverStarted(t *testing.T) {
 	}
 }
 
+// "Started by" is the starter as it was at the fork: a shell that starts
+// a helper and then execs another program still reads as the shell (it
+// read as the program it became), and a starter whose file is gone since
+// is marked "(deleted)".
+func TestRunNamesTheStarterAsItWasAtTheFork(t *testing.T) {
+	nestsInHarness(t)
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sh := copyTool(t, dir, "sh")
+	sleep := copyTool(t, dir, "sleep")
+	tr := copyTool(t, dir, "true")
+	gone := filepath.Join(dir, "starter")
+	if err := exefile.Copy("/bin/sh", gone); err != nil {
+		t.Fatal(err)
+	}
+	script := gone + ` -c '` + sleep + ` 60 >/dev/null 2>&1 & exec ` + tr + ` marker-arg'; rm -f ` + gone
+	c, code := runUnder(t, []string{bin, "run", "--wait-delay", "300ms", "-t", filepath.Join(dir, "run.jsonl"), "--", sh, "-c", script}, 60*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
+	}
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ ` + regexp.QuoteMeta(gone) + ` -c [^;]* \(deleted\)`).MatchString(c.Stderr()) {
+		t.Errorf("the leftover does not name its starter as it was at the fork, marked deleted:\n%s", c.Stderr())
+	}
+	if strings.Contains(c.Stderr(), "started by pid") && regexp.MustCompile(`started by pid \d+ ` + regexp.QuoteMeta(tr)).MatchString(c.Stderr()) {
+		t.Errorf("the leftover names what its starter became after the fork:\n%s", c.Stderr())
+	}
+}
+
 // The command's own status passes through when nothing is left: 0, 3,
 // and 128+15 for a command killed by SIGTERM.
 func TestRunPassesTheStatusThrough(t *testing.T) {

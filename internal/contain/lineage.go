@@ -2,6 +2,8 @@ package contain
 
 import (
 	"encoding/binary"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,6 +45,9 @@ type ancestor struct {
 	// parent's, from its fork.
 	Comm   string
 	Unread bool
+	// starter is the parent's entry at this process's fork: who started
+	// it, with what it ran then.
+	starter *ancestor
 }
 
 // The connector's constants (linux/connector.h, linux/cn_proc.h).
@@ -151,7 +156,11 @@ func (l *lineage) event(what uint32, body []byte) {
 		}
 		l.mu.Lock()
 		if p, ok := l.procs[ptgid]; ok {
-			l.procs[ctgid] = &ancestor{PID: ctgid, Parent: ptgid, Exe: p.Exe, Args: p.Args, Dir: p.Dir}
+			// starter is the parent as it was at the fork: an entry is
+			// never changed once made (an exec, a name or an unread
+			// exec makes a new one), so a shell that starts a helper
+			// and then execs rm still reads as the shell.
+			l.procs[ctgid] = &ancestor{PID: ctgid, Parent: ptgid, Exe: p.Exe, Args: p.Args, Dir: p.Dir, starter: p}
 		}
 		l.mu.Unlock()
 	case procEventExec:
@@ -162,14 +171,16 @@ func (l *lineage) event(what uint32, body []byte) {
 		l.mu.Lock()
 		if p, ok := l.procs[tgid]; ok {
 			d := describe(tgid, p.Parent)
-			if d.Exe != "" {
-				l.procs[tgid] = d
-			} else {
+			if d.Exe == "" {
 				// Gone already (a test binary that starts a helper and
 				// exits within milliseconds, on a loaded machine): its
 				// fork's copy stays, with the name its exec gave it.
-				p.Unread = true
+				c := *p
+				c.Unread = true
+				d = &c
 			}
+			d.starter = p.starter
+			l.procs[tgid] = d
 		}
 		l.mu.Unlock()
 	case procEventComm:
@@ -185,7 +196,9 @@ func (l *lineage) event(what uint32, body []byte) {
 		}
 		l.mu.Lock()
 		if p, ok := l.procs[tgid]; ok {
-			p.Comm = strings.TrimRight(string(body[8:24]), "\x00")
+			c := *p
+			c.Comm = strings.TrimRight(string(body[8:24]), "\x00")
+			l.procs[tgid] = &c
 		}
 		l.mu.Unlock()
 	}
@@ -233,7 +246,10 @@ func (l *lineage) chain(pid int) []ancestor {
 	seen := map[int]bool{pid: true}
 	for cur := l.procs[pid]; cur != nil && !seen[cur.Parent]; {
 		seen[cur.Parent] = true
-		up := l.procs[cur.Parent]
+		up := cur.starter // as it was at the fork
+		if up == nil {
+			up = l.procs[cur.Parent]
+		}
 		if up == nil {
 			break
 		}
@@ -268,6 +284,9 @@ func startedBy(chain []ancestor) string {
 			break
 		}
 		what := argvLine(a.Args, a.Exe)
+		if gone(a.Exe) && !strings.HasSuffix(what, " (deleted)") {
+			what += " (deleted)"
+		}
 		if a.Unread {
 			// What it exec'd is known by name only: the argv is its
 			// parent's, from the fork.
@@ -280,6 +299,20 @@ func startedBy(chain []ancestor) string {
 		parts = append(parts, "pid "+strconv.Itoa(a.PID)+" "+what)
 	}
 	return strings.Join(parts, " <- ")
+}
+
+// gone reports whether the file a process ran is gone now (removed, or
+// replaced, as the kernel marks it: "PATH (deleted)"): its argv names a
+// path that no longer holds what ran.
+func gone(exe string) bool {
+	if exe == "" {
+		return false
+	}
+	if strings.HasSuffix(exe, " (deleted)") {
+		return true // marked by the kernel when freeze read it
+	}
+	_, err := os.Stat(exe)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // argvLine is argv as ps -f shows it, bounded.
