@@ -291,7 +291,7 @@ func TestRunNamesTheStarterAsItWasAtTheFork(t *testing.T) {
 	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ ` + regexp.QuoteMeta(gone) + ` -c [^;]* \(deleted\)`).MatchString(c.Stderr()) {
 		t.Errorf("the leftover does not name its starter as it was at the fork, marked deleted:\n%s", c.Stderr())
 	}
-	if strings.Contains(c.Stderr(), "started by pid") && regexp.MustCompile(`started by pid \d+ ` + regexp.QuoteMeta(tr)).MatchString(c.Stderr()) {
+	if strings.Contains(c.Stderr(), "started by pid") && regexp.MustCompile(`started by pid \d+ `+regexp.QuoteMeta(tr)).MatchString(c.Stderr()) {
 		t.Errorf("the leftover names what its starter became after the fork:\n%s", c.Stderr())
 	}
 }
