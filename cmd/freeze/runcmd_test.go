@@ -1036,6 +1036,11 @@ func TestRunNamesTheMakeRecipeThatLeftAProcess(t *testing.T) {
 	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by .*` + regexp.QuoteMeta(mk) + ` -j4`).MatchString(c.Stderr()) {
 		t.Errorf("the leftover does not name the make that started it:\n%s", c.Stderr())
 	}
+	// And the target whose recipe started it (#52: it gave the recipe's
+	// sh -c line only).
+	if !strings.Contains(c.Stderr(), "(the recipe of target d, Makefile:5)") {
+		t.Errorf("the leftover does not name the make target whose recipe started it:\n%s", c.Stderr())
+	}
 }
 
 // node's own test runner (node --test), whose test spawns a detached

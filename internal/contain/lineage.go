@@ -3,6 +3,7 @@ package contain
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -215,7 +216,7 @@ func describe(pid, parent int) *ancestor {
 	}
 	// The working directory only where it names something: a Go test
 	// binary's package. Each read is paid at every exec of the run.
-	if goTestRE.MatchString(a.Exe) {
+	if goTestRE.MatchString(a.Exe) || isMake(a.Exe) {
 		a.Dir, _ = os.Readlink(dir + "/cwd")
 	}
 	return a
@@ -287,6 +288,11 @@ func startedBy(chain []ancestor) string {
 		if gone(a.Exe) && !strings.HasSuffix(what, " (deleted)") {
 			what += " (deleted)"
 		}
+		if i+1 < len(chain) && isMake(chain[i+1].Exe) {
+			if t := makeTarget(chain[i+1], a.Args); t != "" {
+				what += " (" + t + ")"
+			}
+		}
 		if a.Unread {
 			// What it exec'd is known by name only: the argv is its
 			// parent's, from the fork.
@@ -313,6 +319,67 @@ func gone(exe string) bool {
 	}
 	_, err := os.Stat(exe)
 	return errors.Is(err, fs.ErrNotExist)
+}
+
+// isMake reports whether exe is GNU make (make, gmake).
+func isMake(exe string) bool {
+	b := filepath.Base(exe)
+	return b == "make" || b == "gmake"
+}
+
+// makeTarget names the target whose recipe line a shell that make
+// started runs (sh -c LINE): "the recipe of target d, Makefile:4". It is
+// found only where the line is written as is in the makefile (no
+// variables): the makefile is read from make's directory, as make read
+// it (-C, -f, else GNUmakefile, makefile, Makefile); "" otherwise.
+func makeTarget(mk ancestor, sh []string) string {
+	if len(sh) != 3 || sh[1] != "-c" || mk.Dir == "" {
+		return ""
+	}
+	dir, files := mk.Dir, []string{"GNUmakefile", "makefile", "Makefile"}
+	var named []string
+	for i := 1; i < len(mk.Args); i++ {
+		a := mk.Args[i]
+		switch {
+		case (a == "-C" || a == "--directory") && i+1 < len(mk.Args):
+			i++
+			dir = filepath.Join(dir, mk.Args[i])
+		case strings.HasPrefix(a, "--directory="):
+			dir = filepath.Join(dir, strings.TrimPrefix(a, "--directory="))
+		case (a == "-f" || a == "--file" || a == "--makefile") && i+1 < len(mk.Args):
+			i++
+			named = append(named, mk.Args[i])
+		}
+	}
+	if len(named) > 0 {
+		files = named
+	}
+	for _, f := range files {
+		path := f
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, f)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		target := ""
+		for n, line := range strings.Split(string(b[:min(len(b), 1<<20)]), "\n") {
+			if strings.HasPrefix(line, "\t") {
+				if strings.TrimLeft(line[1:], "@-+ \t") == sh[2] && target != "" {
+					return fmt.Sprintf("the recipe of target %s, %s:%d", target, filepath.Base(path), n+1)
+				}
+				continue
+			}
+			if t, _, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") && !strings.Contains(line, "=") {
+				if fs := strings.Fields(t); len(fs) > 0 {
+					target = strings.Join(fs, " ")
+				}
+			}
+		}
+		return "" // make reads the first that exists
+	}
+	return ""
 }
 
 // argvLine is argv as ps -f shows it, bounded.
