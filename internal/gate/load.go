@@ -8,7 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 )
 
 // loader loads the gate's programs one at a time against one set of
@@ -47,10 +47,14 @@ var sections = map[string]string{
 func newLoader(btfPath string, action uint32) (*loader, error) {
 	// Before 5.11 the kernel charged BPF maps and programs to
 	// RLIMIT_MEMLOCK (64 KiB from an init that sets nothing): on Debian
-	// 11's 5.10 every map of the gate failed with EPERM. RemoveMemlock
-	// lifts the limit only where the kernel still charges it (it probes
-	// for memcg accounting first).
-	if err := rlimit.RemoveMemlock(); err != nil {
+	// 11's 5.10 every map of the gate failed with EPERM. The limit is
+	// lifted here, where the gate loads, and on every kernel (harmless
+	// where memcg accounting replaced it): cilium/ebpf's rlimit package
+	// probes for that accounting at package init, 0.9-2.3 ms that every
+	// freeze command paid before main (#51). Without root the raise is
+	// refused, and so is the load, with its own error.
+	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf); err != nil && os.Geteuid() == 0 {
 		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK for the gate's maps (kernels before 5.11 charge them to it): %w", err)
 	}
 	spec, err := loadGate()
