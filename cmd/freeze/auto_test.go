@@ -192,3 +192,67 @@ func otherUsersProcess(t *testing.T, file string, uid uint32) int {
 	})
 	return cmd.Process.Pid
 }
+
+// --auto-on-cap: the chain's own cap (its pids group's pids.max, as a
+// unit's TasksMax or a container's --pids-limit) refuses a fork, and the
+// guard holds the group's chain; no BPF is asked for. The log names the
+// limit that was hit. In monitor mode the guard says and counts what it
+// would run, and runs nothing. Both guards are limited to the test's own
+// directory (--auto-under): another test's chain at its cap is judged,
+// never acted on.
+func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
+	testenv.RequireLive(t, "the guard and the chains' pids cgroups")
+	bin := buildFreeze(t)
+	for _, mode := range []string{"enforce", "monitor"} {
+		t.Run(mode, func(t *testing.T) {
+			base := t.TempDir()
+			cache := filepath.Join(base, "cache")
+			run := filepath.Join(t.TempDir(), "run")
+			g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+				Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-mode", mode, "--auto-under", base}})
+			waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+			t.Cleanup(func() {
+				for _, e := range logEvents(t, run) {
+					if tl := e.request().Timeline; strings.HasPrefix(tl, timeline.StateDir()+"/") {
+						os.Remove(tl)
+					}
+				}
+			})
+			c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "capped", Dir: cache, Cap: 120, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
+			runtest.RemoveAtCleanup(t, c.Path)
+			look := waitLog(t, run, 60*time.Second, func(e logLine) bool {
+				return e.Event == "auto-cap" && e.capLook().Path == c.Path
+			}).capLook()
+			if !look.Act || look.PidsMax != "120" || look.After <= look.Before || look.Owner == "" {
+				t.Fatalf("the cap's look at the chain's group: %+v; want act, pids.max 120, refusals risen, an owner\n%s", look, g.Stderr())
+			}
+			if mode == "monitor" {
+				if !look.Monitor || !strings.Contains(g.Stderr(), "auto-on-cap (monitor): would run freeze --path "+c.Path) {
+					t.Fatalf("monitor mode does not say what it would run: %+v\n%s", look, g.Stderr())
+				}
+				time.Sleep(time.Second) // were a hold queued, its request line comes
+				if reqs := autoRequests(t, run); len(reqs) > 0 {
+					t.Fatalf("monitor mode ran %v", reqs)
+				}
+				return
+			}
+			e := waitLog(t, run, 60*time.Second, func(e logLine) bool {
+				return e.Event == "request" && e.request().Source == "auto"
+			}).request()
+			if tl := e.Timeline; tl != "" {
+				t.Cleanup(func() { os.Remove(tl) })
+			}
+			if e.Outcome != "hold" || e.Exit != 0 || strings.Join(e.Request, " ") != "--path "+c.Path+" --uid 0 --hold" {
+				t.Fatalf("the automatic run: %+v\n%s", e, g.Stderr())
+			}
+			before := c.Population()
+			time.Sleep(300 * time.Millisecond)
+			if after := c.Population(); after != before || before == 0 {
+				t.Errorf("the held chain went from %d to %d", before, after)
+			}
+			if n := len(autoRequests(t, run)); n != 1 {
+				t.Errorf("the chain at its cap was asked for %d times, want once", n)
+			}
+		})
+	}
+}

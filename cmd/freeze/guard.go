@@ -20,6 +20,8 @@ type guardFlags struct {
 	runDir       string
 	autoN        int
 	autoKill     bool
+	autoOnCap    bool
+	autoMode     string
 	autoUnder    []string
 	metricsFile  string
 	metricsEvery time.Duration
@@ -34,6 +36,7 @@ func runGuard(ctx context.Context, o out, args []string) int {
 		return code
 	}
 	err := guard.Run(ctx, guard.Options{RunDir: f.runDir, AutoN: f.autoN, AutoKill: f.autoKill, AutoUnder: f.autoUnder,
+		AutoOnCap: f.autoOnCap, AutoMonitor: f.autoMode == "monitor",
 		MetricsFile: f.metricsFile, MetricsEvery: f.metricsEvery, Health: f.health,
 		Say: func(s string) { o.Sayf("guard: %s", s) },
 		// Each request as freeze's command line would run it, in the
@@ -45,6 +48,9 @@ func runGuard(ctx context.Context, o out, args []string) int {
 		return exitZero
 	case !errors.As(err, &oe):
 		o.Errorf("guard: %v", err)
+	case oe.Option == "--auto-on-cap":
+		o.Errorf("guard: --auto-on-cap: %v", oe.Err)
+		o.Hintf("run without --auto-on-cap, or on a host whose cgroups give the pids controller (cgroup v2 with pids enabled, or the v1 pids hierarchy)")
 	case oe.Option == "--auto":
 		o.Errorf("guard: --auto needs the gate's fork counter: %s", guard.ExplainAuto(oe.Err))
 		o.Hintf("run without --auto: requests by the FIFO and the socket need no BPF")
@@ -68,6 +74,8 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	fl.StringVar(&f.runDir, "run-dir", order.RunDir(), "")
 	fl.IntVar(&f.autoN, "auto", 0, "")
 	fl.BoolVar(&f.autoKill, "auto-kill", false, "")
+	fl.BoolVar(&f.autoOnCap, "auto-on-cap", false, "")
+	fl.StringVar(&f.autoMode, "auto-mode", "enforce", "")
 	fl.StringArrayVar(&f.autoUnder, "auto-under", nil, "")
 	fl.StringVar(&f.metricsFile, "metrics-file", "", "")
 	fl.DurationVar(&f.metricsEvery, "metrics-every", 15*time.Second, "")
@@ -120,9 +128,14 @@ func (f guardFlags) check(o out) int {
 		o.Errorf("--metrics-every %v: choose between 5s and 1h", f.metricsEvery)
 	case f.autoN < 0:
 		o.Errorf("--auto %d: give the number of live processes of one executable above which a growing chain is held, such as 300", f.autoN)
-	case f.autoKill && f.autoN == 0:
-		o.Errorf("--auto-kill goes with --auto N: it says what an automatic hold may go on to do")
-		o.Hintf("add --auto 300 (for example), or drop --auto-kill")
+	case f.autoKill && f.autoN == 0 && !f.autoOnCap:
+		o.Errorf("--auto-kill goes with --auto N or --auto-on-cap: it says what an automatic hold may go on to do")
+		o.Hintf("add --auto 300 (for example) or --auto-on-cap, or drop --auto-kill")
+	case f.autoMode != "enforce" && f.autoMode != "monitor":
+		o.Errorf("--auto-mode %q: use enforce (hold, the default) or monitor (say and count what would be held, hold nothing)", f.autoMode)
+	case f.autoMode == "monitor" && f.autoN == 0 && !f.autoOnCap:
+		o.Errorf("--auto-mode monitor goes with --auto N or --auto-on-cap: it says how an automatic trigger acts")
+		o.Hintf("add --auto-on-cap (for example), or drop --auto-mode")
 	default:
 		return -1
 	}
@@ -177,12 +190,32 @@ two deep), a recursive build (deep, but small) and a loop that runs a
 tool many times (one at a time) are left alone. Never acted on: the
 guard's own executable, PID 1's, daemons, shells and interpreters.
 
+The cap's lever (opt-in): with --auto-on-cap the guard reads every pids
+group's refusals (pids.events, every 100ms; no BPF needed). When a
+group's cap (a unit's TasksMax, a container's --pids-limit, a pod's
+limit, freeze run's --max-procs) refuses a fork, it holds the group's
+chain: its executable with the most processes in the group, when it is
+its own ancestor three deep, with the same refusals as --auto. The log's
+auto-cap line names the limit that was hit (the group, pids.max, the
+unit, container or pod, the refusals before and after). A group that
+holds PID 1, the guard or an ancestor of it is never acted on; a chain
+that refills its cap is held once.
+
+Monitor mode: --auto-mode monitor makes --auto and --auto-on-cap say
+(and count, freeze_guard_auto_would_hold_total) the command each would
+run, and run none: watch a week, then enforce.
+
 Options:
         --run-dir DIR   where the FIFO, socket, log and ledger live
                         (default /run/freeze, or $FREEZE_RUN_DIR)
         --auto N        hold, unasked, a growing chain of over N processes
-        --auto-under DIR  with --auto: only executables under DIR
-                        (repeatable), such as the CI runners' caches
+        --auto-on-cap   hold, unasked, the chain of a group whose process
+                        cap refuses a fork
+        --auto-mode M   enforce (default: hold) or monitor (say and count
+                        what would be held, hold nothing)
+        --auto-under DIR  with --auto or --auto-on-cap: only executables
+                        under DIR (repeatable), such as the CI runners'
+                        caches
         --auto-kill     with --auto: go on to kill, but only a file that
                         --revoke-exec would accept as disposable (under a
                         temporary or cache directory)

@@ -52,6 +52,7 @@ func (l logLine) request() (r guard.RequestLine) { json.Unmarshal(l.raw, &r); re
 func (l logLine) refused() (r guard.RefusedLine) { json.Unmarshal(l.raw, &r); return r }
 func (l logLine) auto() (r guard.AutoLine)       { json.Unmarshal(l.raw, &r); return r }
 func (l logLine) reaped() (r guard.ReapedLine)   { json.Unmarshal(l.raw, &r); return r }
+func (l logLine) capLook() (r guard.CapLine)     { json.Unmarshal(l.raw, &r); return r }
 func (l logLine) String() string                 { return string(l.raw) }
 
 // logEvents reads the guard's log.

@@ -70,7 +70,12 @@ func StartAuto(n int, kill bool, under []string) (*Auto, error) {
 }
 
 // Close detaches the counter.
-func (a *Auto) Close() error { return a.counter.Close() }
+func (a *Auto) Close() error {
+	if a.counter == nil {
+		return nil
+	}
+	return a.counter.Close()
+}
 
 // suspect is an executable the counter saw forking hard.
 type suspect struct {
@@ -351,6 +356,15 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 			g.record("auto-look", autoLine(v))
 			if !v.Act {
 				a.decline(g, s, v)
+				continue
+			}
+			if g.c.Monitor {
+				if t, ok := a.warned[s.key]; ok && time.Since(t) < declineEvery {
+					continue
+				}
+				a.warned[s.key] = time.Now()
+				g.stats.wouldHold("growth")
+				g.c.Say(fmt.Sprintf("auto (monitor): would run freeze %s: %s in %s: %d alive, %d deep, %d fork attempts in %v: %s", show.Term(strings.Join(v.Words, " ")), v.Path, show.Term(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
 				continue
 			}
 			g.c.Say(fmt.Sprintf("auto: %s in %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, show.Term(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))

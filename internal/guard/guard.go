@@ -94,6 +94,11 @@ type Config struct {
 	// Armed hands each request the spare gate, and readies the next
 	// after it.
 	Armed *incident.Armed
+	// CapAuto, if set, is --auto-on-cap: the cap's refusals pull the
+	// hold. Monitor (--auto-mode monitor) makes every automatic trigger
+	// say what it would hold, and hold nothing.
+	CapAuto *CapAuto
+	Monitor bool
 	// After, if set, is called when a request has run (the metrics'
 	// census).
 	After func()
@@ -270,6 +275,10 @@ func (g *Guard) Serve(ctx context.Context) {
 	if g.c.Auto != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); g.watch(g.c.Auto, stop) }()
+	}
+	if g.c.CapAuto != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); g.watchCap(g.c.CapAuto, g.c.Monitor, stop) }()
 	}
 	for {
 		select {

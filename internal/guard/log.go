@@ -83,6 +83,30 @@ type AutoLine struct {
 	Runtime   string `json:"runtime,omitempty"`
 }
 
+// CapLine is one look of --auto-on-cap at a group whose cap refused a
+// fork ("auto-cap"): the limit that was hit, who owns it, the refusals
+// before and after, and the verdict on the group's chain; Monitor, that
+// the hold was only said (--auto-mode monitor).
+type CapLine struct {
+	Line
+	Group     string   `json:"group"`
+	PidsMax   string   `json:"pids_max"`
+	Owner     string   `json:"owner"`
+	Before    int      `json:"refused_before"`
+	After     int      `json:"refused_after"`
+	Path      string   `json:"path,omitempty"`
+	Live      int      `json:"live"`
+	Depth     int      `json:"depth"`
+	Act       bool     `json:"act"`
+	Monitor   bool     `json:"monitor,omitempty"`
+	Why       string   `json:"why"`
+	UID       int      `json:"uid"`
+	Container string   `json:"container,omitempty"`
+	Pod       string   `json:"pod,omitempty"`
+	Runtime   string   `json:"runtime,omitempty"`
+	Request   []string `json:"request,omitempty"`
+}
+
 // CensusLine is the watcher's census ("census"), with its first rows.
 type CensusLine struct {
 	Line

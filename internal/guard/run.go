@@ -18,10 +18,14 @@ import (
 type Options struct {
 	RunDir string
 	// AutoN, if above 0, is the automatic mode (--auto N), with AutoKill
-	// and AutoUnder.
-	AutoN     int
-	AutoKill  bool
-	AutoUnder []string
+	// and AutoUnder. AutoOnCap is the cap's trigger (--auto-on-cap), with
+	// the same; AutoMonitor makes both say what they would hold, and
+	// hold nothing (--auto-mode monitor).
+	AutoOnCap   bool
+	AutoMonitor bool
+	AutoN       int
+	AutoKill    bool
+	AutoUnder   []string
 	// MetricsFile, if set, is kept current every MetricsEvery.
 	MetricsFile  string
 	MetricsEvery time.Duration
@@ -66,10 +70,22 @@ func Run(ctx context.Context, opt Options) error {
 		opt.Say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries at least %d forks in %v%s",
 			opt.AutoN, AutoDepth, AutoAttempts, AutoEvery, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
 	}
+	var capAuto *CapAuto
+	if opt.AutoOnCap {
+		var err error
+		if capAuto, err = StartCapAuto(opt.AutoKill, opt.AutoUnder); err != nil {
+			return &OptionError{"--auto-on-cap", err}
+		}
+		opt.Say(fmt.Sprintf("auto-on-cap: holding the chain of a pids group whose cap refuses a fork (%s, read every %v): its executable with the most processes, when it is its own ancestor %d deep%s",
+			strings.Join(capAuto.roots, ", "), CapEvery, AutoDepth, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
+	}
+	if opt.AutoMonitor && (opt.AutoN > 0 || opt.AutoOnCap) {
+		opt.Say("auto: monitor mode: each hold is said and counted (freeze_guard_auto_would_hold_total), and none is made")
+	}
 	raised := incident.Prepare(incident.Output{Warn: func(s string) { opt.Say("warning: " + s) }, Note: opt.Say})
 	opt.Say("priority: " + strings.Join(raised, ", "))
 	var w *Watcher
-	c := Config{RunDir: opt.RunDir, Say: opt.Say, Run: opt.Run, Auto: auto, After: func() { w.Poke() }}
+	c := Config{RunDir: opt.RunDir, Say: opt.Say, Run: opt.Run, Auto: auto, CapAuto: capAuto, Monitor: opt.AutoMonitor, After: func() { w.Poke() }}
 	g, err := Arm(c)
 	if err != nil {
 		return err

@@ -25,6 +25,9 @@ type Stats struct {
 	// would not act on (a daemon, an interpreter, outside --auto-under,
 	// a file it could not pin): each one an alert.
 	AutoDeclined int
+	// WouldHold counts, in monitor mode (--auto-mode monitor), the holds
+	// each trigger (growth, cap) would have made.
+	WouldHold map[string]int
 }
 
 type stats struct {
@@ -35,6 +38,15 @@ type stats struct {
 func (st *stats) declined() {
 	st.mu.Lock()
 	st.s.AutoDeclined++
+	st.mu.Unlock()
+}
+
+func (st *stats) wouldHold(trigger string) {
+	st.mu.Lock()
+	if st.s.WouldHold == nil {
+		st.s.WouldHold = map[string]int{}
+	}
+	st.s.WouldHold[trigger]++
 	st.mu.Unlock()
 }
 
@@ -59,6 +71,10 @@ func (g *Guard) Stats() Stats {
 	s.Runs = map[string]int{}
 	for k, v := range g.stats.s.Runs {
 		s.Runs[k] = v
+	}
+	s.WouldHold = map[string]int{}
+	for k, v := range g.stats.s.WouldHold {
+		s.WouldHold[k] = v
 	}
 	return s
 }

@@ -42,6 +42,9 @@ type Guard struct {
 	ForksRefused, ExecsRefused uint64
 	// AutoDeclined counts chains --auto judged and would not act on.
 	AutoDeclined int
+	// WouldHold counts, in monitor mode, the holds each automatic
+	// trigger (growth, cap) would have made.
+	WouldHold map[string]int
 }
 
 // Registry builds the metrics of one census (and of a guard, if g is not
@@ -141,6 +144,11 @@ func (m maker) guard(g *Guard) {
 	}
 	m.counter("freeze_gate_forks_refused_total", "Fork and clone attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ForksRefused)
 	m.counter("freeze_gate_execs_refused_total", "Exec attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ExecsRefused)
+	would := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "freeze_guard_auto_would_hold_total", Help: "Holds the guard's automatic triggers would have made in monitor mode (--auto-mode monitor), by trigger: growth (--auto N) or cap (--auto-on-cap)."}, []string{"trigger"})
+	m.reg.MustRegister(would)
+	for _, trigger := range []string{"growth", "cap"} {
+		would.WithLabelValues(trigger).Add(float64(g.WouldHold[trigger]))
+	}
 	m.counter("freeze_guard_auto_declined_total", "Growing chains the guard's --auto judged and would not act on (a system daemon's or an interpreter's file, outside --auto-under, a file it could not pin): each needs an operator.", uint64(g.AutoDeclined))
 }
 

@@ -1,0 +1,282 @@
+package guard
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"freeze/internal/container"
+	"freeze/internal/gate"
+	"freeze/internal/proc"
+	"freeze/internal/show"
+)
+
+// The cap's own lever (--auto-on-cap): a process limit that refuses a
+// fork (a unit's TasksMax, a container's --pids-limit, a pod's
+// podPidsLimit, freeze run's --max-procs) counts it in the group's
+// pids.events ("max N"). The guard reads those counts, and when one
+// rises it judges the group's chain, as --auto judges a growing one, and
+// holds it: no BPF is needed, and the limit that was hit is named.
+//
+// What it never acts on: a group that holds PID 1, the guard itself or
+// an ancestor of the guard; a file the one judge refuses (PID 1's, the
+// guard's own, a daemon's, an interpreter's); a pool (a group at its cap
+// whose processes of one file are not AutoDepth deep).
+
+// CapEvery is how often the counts are read; CapRescan how often the
+// hierarchies are walked again for groups made since (a container
+// started, a unit).
+const (
+	CapEvery  = 100 * time.Millisecond
+	CapRescan = 2 * time.Second
+)
+
+// CapAuto watches every pids group's refusals.
+type CapAuto struct {
+	*Auto
+	roots  []string
+	files  []string       // the pids.events files of the last walk
+	counts map[string]int // "max" of each, as last read
+	walked time.Time
+	spared map[int]bool // PID 1, the guard and its ancestors
+	held   map[gate.FileKey]time.Time
+}
+
+// StartCapAuto finds the pids hierarchies and reads every group's count
+// once: refusals before the guard started are not acted on.
+func StartCapAuto(kill bool, under []string) (*CapAuto, error) {
+	roots := pidsRoots()
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("no pids controller is mounted (neither cgroup v2 with pids enabled nor the v1 pids hierarchy): there is no cap to watch")
+	}
+	self, _ := proc.Default.ExeFile(os.Getpid())
+	c := &CapAuto{Auto: &Auto{N: 0, Kill: kill, Under: under, self: self, warned: map[gate.FileKey]time.Time{}},
+		roots: roots, counts: map[string]int{}, spared: ancestry(os.Getpid()), held: map[gate.FileKey]time.Time{}}
+	c.look()
+	return c, nil
+}
+
+// pidsRoots are the mounted pids hierarchies: cgroup v2's root where the
+// pids controller is enabled, and v1's pids hierarchy.
+func pidsRoots() []string {
+	var out []string
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && hasWord(string(b), "pids") {
+		out = append(out, "/sys/fs/cgroup")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err == nil {
+		out = append(out, "/sys/fs/cgroup/pids")
+	}
+	return out
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// ancestry is pid and its ancestors, and PID 1.
+func ancestry(pid int) map[int]bool {
+	out := map[int]bool{1: true}
+	for p := pid; p > 1 && !out[p]; {
+		out[p] = true
+		st, err := proc.Default.ReadStat(p)
+		if err != nil {
+			break
+		}
+		p = st.PPID
+	}
+	return out
+}
+
+// capHit is a group whose refusals rose since the last look.
+type capHit struct {
+	group         string
+	max           string // its pids.max
+	before, after int
+}
+
+// look reads every group's count and returns the groups whose count
+// rose, deepest only: where the kernel counts a refusal in each group
+// above the refusing one too, the ancestors' rise is the same refusal.
+func (c *CapAuto) look() []capHit {
+	if time.Since(c.walked) > CapRescan {
+		c.files = c.files[:0]
+		for _, r := range c.roots {
+			filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && d.Name() == "pids.events" {
+					c.files = append(c.files, p)
+				}
+				return nil
+			})
+		}
+		c.walked = time.Now()
+	}
+	var hits []capHit
+	for _, f := range c.files {
+		n, ok := maxCount(f)
+		if !ok {
+			continue
+		}
+		before, seen := c.counts[f]
+		c.counts[f] = n
+		if seen && n > before {
+			g := filepath.Dir(f)
+			m, _ := os.ReadFile(filepath.Join(g, "pids.max"))
+			hits = append(hits, capHit{group: g, max: strings.TrimSpace(string(m)), before: before, after: n})
+		}
+	}
+	sort.Slice(hits, func(i, j int) bool { return len(hits[i].group) > len(hits[j].group) })
+	var deepest []capHit
+	for _, h := range hits {
+		below := false
+		for _, d := range deepest {
+			if strings.HasPrefix(d.group, h.group+"/") {
+				below = true
+			}
+		}
+		if !below {
+			deepest = append(deepest, h)
+		}
+	}
+	return deepest
+}
+
+// maxCount is the "max N" line of a pids.events file.
+func maxCount(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "max" {
+			n, err := strconv.Atoi(f[1])
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// members are the pids of group and of the groups below it.
+func members(group string) []int {
+	var out []int
+	filepath.WalkDir(group, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// judgeCap judges the chain of a group at its cap: the executable with
+// the most processes in it, by identity, then the rule --auto applies to
+// it (its deepest lineage of one owner in one place, the refusals).
+func (c *CapAuto) judgeCap(h capHit) Verdict {
+	pids := members(h.group)
+	by := map[gate.FileKey]int{}
+	for _, pid := range pids {
+		if c.spared[pid] {
+			return Verdict{Why: fmt.Sprintf("the group holds pid %d (PID 1, the guard or an ancestor of the guard): never acted on automatically", pid)}
+		}
+		if f, err := proc.Default.ExeFile(pid); err == nil {
+			by[gate.KeyOf(f)]++
+		}
+	}
+	var top gate.FileKey
+	most := 0
+	for k, n := range by {
+		if n > most || n == most && (k.Dev < top.Dev || k.Dev == top.Dev && k.Ino < top.Ino) {
+			top, most = k, n
+		}
+	}
+	if most == 0 {
+		return Verdict{Why: "the group lists no process whose executable could be read"}
+	}
+	v := Verdict{}
+	fam, err := familyOf(top)
+	if err != nil {
+		v.Why = err.Error()
+		return v
+	}
+	fam.chain(&v)
+	c.decide(&v, top)
+	if v.Act {
+		if t, ok := c.held[top]; ok && time.Since(t) < declineEvery {
+			v.Act, v.Why = false, "held already within the last minute: a chain that refills its cap is held once"
+			return v
+		}
+		c.words(&v)
+	}
+	return v
+}
+
+// owner names who set the group's limit, from its path: a systemd unit,
+// a container or a pod, or the group itself.
+func owner(group string) string {
+	if p := container.Parse(group); !p.Host() {
+		return p.String()
+	}
+	for d := group; d != "/" && d != "."; d = filepath.Dir(d) {
+		if b := filepath.Base(d); strings.HasSuffix(b, ".service") || strings.HasSuffix(b, ".scope") {
+			return "unit " + b
+		}
+	}
+	return "group " + group
+}
+
+// watchCap reads the counts every CapEvery until stop, and holds (or in
+// monitor mode, says it would hold) the chain of each group whose cap
+// refused a fork.
+func (g *Guard) watchCap(c *CapAuto, monitor bool, stop <-chan struct{}) {
+	t := time.NewTicker(CapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, h := range c.look() {
+			v := c.judgeCap(h)
+			line := &CapLine{Group: h.group, PidsMax: h.max, Owner: owner(h.group), Before: h.before, After: h.after,
+				Path: v.Path, Live: v.Live, Depth: v.Depth, Act: v.Act, Monitor: monitor && v.Act, Why: v.Why, UID: v.UID,
+				Container: v.Place.ID, Pod: v.Place.Pod, Runtime: v.Place.Runtime, Request: v.Words}
+			g.record("auto-cap", line)
+			if !v.Act {
+				continue
+			}
+			what := fmt.Sprintf("the cap of %s (pids.max %s, %s) refused %d fork(s): %s in %s: %d alive, %d deep: %s",
+				show.Term(h.group), show.Term(h.max), show.Term(owner(h.group)), h.after-h.before, show.Term(v.Path), show.Term(v.Place.String()), v.Live, v.Depth, v.Why)
+			c.held[gate.KeyOf(v.File)] = time.Now()
+			if monitor {
+				g.stats.wouldHold("cap")
+				g.c.Say("auto-on-cap (monitor): would run freeze " + show.Term(strings.Join(v.Words, " ")) + ": " + what)
+				continue
+			}
+			g.c.Say("auto-on-cap: " + what)
+			judged := v.File
+			r := request{source: "auto", uid: -1, words: v.Words, judged: &judged, line: fmt.Sprint(v.Words), done: make(chan struct{})}
+			g.enqueue(r)
+			select {
+			case <-r.done:
+			case <-stop:
+				return
+			}
+		}
+	}
+}
