@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -208,8 +212,11 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			base := t.TempDir()
 			cache := filepath.Join(base, "cache")
 			run := filepath.Join(t.TempDir(), "run")
+			// The webhook's receiver keeps every document and then hangs
+			// until the test ends: the hold must not wait for it.
+			hook := newReceiver(t, true)
 			g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
-				Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-mode", mode, "--auto-under", base}})
+				Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-mode", mode, "--auto-under", base, "--notify", hook.url}})
 			waitFor(t, g, "freeze: guard: armed", 30*time.Second)
 			t.Cleanup(func() {
 				for _, e := range logEvents(t, run) {
@@ -234,6 +241,9 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 				if reqs := autoRequests(t, run); len(reqs) > 0 {
 					t.Fatalf("monitor mode ran %v", reqs)
 				}
+				if n := hook.wait(t, "would-hold", 10*time.Second); n.Path != c.Path || n.Trigger != "cap" || n.Limit == nil || n.Limit.PidsMax != "120" {
+					t.Errorf("the webhook's would-hold: %+v", n)
+				}
 				return
 			}
 			e := waitLog(t, run, 60*time.Second, func(e logLine) bool {
@@ -253,6 +263,133 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			if n := len(autoRequests(t, run)); n != 1 {
 				t.Errorf("the chain at its cap was asked for %d times, want once", n)
 			}
+			// The hold ended while the receiver hung on its first
+			// document; the hold's document came, once.
+			n := hook.wait(t, "hold", 10*time.Second)
+			if n.Path != c.Path || n.Outcome != "hold" || n.Exit == nil || *n.Exit != 0 || n.Limit == nil || n.Limit.Group == "" || len(n.Command) == 0 {
+				t.Errorf("the webhook's hold: %+v", n)
+			}
+			if ids := hook.ids("hold"); len(ids) != 1 {
+				t.Errorf("the webhook got %d holds (%v), want one", len(ids), ids)
+			}
 		})
+	}
+}
+
+// receiver is a webhook receiver that keeps each document, and with hang
+// then hangs until the test ends (the guard's client times out and
+// retries: the same document again, by its id; and the next documents
+// wait their turn).
+type receiver struct {
+	url  string
+	mu   sync.Mutex
+	docs []guard.Notice
+}
+
+func newReceiver(t *testing.T, hang bool) *receiver {
+	r := &receiver{}
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var n guard.Notice
+		if json.NewDecoder(req.Body).Decode(&n) == nil {
+			r.mu.Lock()
+			r.docs = append(r.docs, n)
+			r.mu.Unlock()
+		}
+		if !hang {
+			return
+		}
+		select {
+		case <-done:
+		case <-req.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(done); srv.Close() })
+	r.url = srv.URL + "/freeze"
+	return r
+}
+
+// wait returns the first document of event.
+func (r *receiver) wait(t *testing.T, event string, within time.Duration) guard.Notice {
+	t.Helper()
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		r.mu.Lock()
+		for _, n := range r.docs {
+			if n.Event == event {
+				r.mu.Unlock()
+				return n
+			}
+		}
+		r.mu.Unlock()
+	}
+	t.Fatalf("the webhook got no %s document within %v: %+v", event, within, r.docs)
+	return guard.Notice{}
+}
+
+// ids are the distinct documents of event.
+func (r *receiver) ids(event string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range r.docs {
+		if n.Event == event && !seen[n.ID] {
+			seen[n.ID] = true
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
+// The disarmer: three automatic holds of distinct executables within ten
+// minutes disarm the guard's triggers; a fourth chain at its cap is left
+// running, the guard says why (log, heartbeat, webhook); auto-rearm
+// written into the FIFO arms it again, and the fourth is held.
+func TestGuardDisarmsAfterThreeDistinctHoldsAndRearms(t *testing.T) {
+	testenv.RequireLive(t, "the guard and the chains' pids cgroups")
+	bin := buildFreeze(t)
+	base := t.TempDir()
+	cache := filepath.Join(base, "cache")
+	run := filepath.Join(t.TempDir(), "run")
+	hook := newReceiver(t, false)
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-under", base, "--notify", hook.url}})
+	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+	t.Cleanup(func() {
+		for _, e := range logEvents(t, run) {
+			if tl := e.request().Timeline; strings.HasPrefix(tl, timeline.StateDir()+"/") {
+				os.Remove(tl)
+			}
+		}
+	})
+	holds := func() int { return len(autoRequests(t, run)) }
+	for i, name := range []string{"one", "two", "three"} {
+		c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: name, Dir: cache, Cap: 60, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
+		runtest.RemoveAtCleanup(t, c.Path)
+		for end := time.Now().Add(60 * time.Second); holds() < i+1; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("chain %s was not held within 60s:\n%s", name, g.Stderr())
+			}
+		}
+	}
+	waitLog(t, run, 10*time.Second, func(e logLine) bool { return e.Event == "auto-disarmed" })
+	if b, _ := os.ReadFile(filepath.Join(run, guard.HeartbeatName)); !strings.Contains(string(b), "auto: disarmed: 3 holds of distinct executables") {
+		t.Errorf("the heartbeat does not say the guard is disarmed:\n%s", b)
+	}
+	hook.wait(t, "disarmed", 10*time.Second)
+	four := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "four", Dir: cache, Cap: 60, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
+	runtest.RemoveAtCleanup(t, four.Path)
+	waitFor(t, g, "disarmed, not holding "+four.Path, 60*time.Second)
+	if n := holds(); n != 3 {
+		t.Fatalf("the disarmed guard made %d holds, want 3", n)
+	}
+	ask(t, run, guard.RearmWord+"\n")
+	for end := time.Now().Add(60 * time.Second); holds() < 4; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the re-armed guard did not hold the fourth chain within 60s:\n%s", g.Stderr())
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(run, guard.HeartbeatName)); strings.Contains(string(b), "disarmed") {
+		t.Errorf("the re-armed guard's heartbeat still says disarmed:\n%s", b)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -22,6 +23,7 @@ type guardFlags struct {
 	autoKill     bool
 	autoOnCap    bool
 	autoMode     string
+	notify       string
 	autoUnder    []string
 	metricsFile  string
 	metricsEvery time.Duration
@@ -36,7 +38,7 @@ func runGuard(ctx context.Context, o out, args []string) int {
 		return code
 	}
 	err := guard.Run(ctx, guard.Options{RunDir: f.runDir, AutoN: f.autoN, AutoKill: f.autoKill, AutoUnder: f.autoUnder,
-		AutoOnCap: f.autoOnCap, AutoMonitor: f.autoMode == "monitor",
+		AutoOnCap: f.autoOnCap, AutoMonitor: f.autoMode == "monitor", Notify: f.notify,
 		MetricsFile: f.metricsFile, MetricsEvery: f.metricsEvery, Health: f.health,
 		Say: func(s string) { o.Sayf("guard: %s", s) },
 		// Each request as freeze's command line would run it, in the
@@ -76,6 +78,7 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	fl.BoolVar(&f.autoKill, "auto-kill", false, "")
 	fl.BoolVar(&f.autoOnCap, "auto-on-cap", false, "")
 	fl.StringVar(&f.autoMode, "auto-mode", "enforce", "")
+	fl.StringVar(&f.notify, "notify", "", "")
 	fl.StringArrayVar(&f.autoUnder, "auto-under", nil, "")
 	fl.StringVar(&f.metricsFile, "metrics-file", "", "")
 	fl.DurationVar(&f.metricsEvery, "metrics-every", 15*time.Second, "")
@@ -131,6 +134,8 @@ func (f guardFlags) check(o out) int {
 	case f.autoKill && f.autoN == 0 && !f.autoOnCap:
 		o.Errorf("--auto-kill goes with --auto N or --auto-on-cap: it says what an automatic hold may go on to do")
 		o.Hintf("add --auto 300 (for example) or --auto-on-cap, or drop --auto-kill")
+	case f.notify != "" && !webhookURL(f.notify):
+		o.Errorf("--notify %q: give an http:// or https:// URL, such as http://127.0.0.1:2801/freeze (falcosidekick's, or a receiver of your own)", f.notify)
 	case f.autoMode != "enforce" && f.autoMode != "monitor":
 		o.Errorf("--auto-mode %q: use enforce (hold, the default) or monitor (say and count what would be held, hold nothing)", f.autoMode)
 	case f.autoMode == "monitor" && f.autoN == 0 && !f.autoOnCap:
@@ -201,6 +206,18 @@ unit, container or pod, the refusals before and after). A group that
 holds PID 1, the guard or an ancestor of it is never acted on; a chain
 that refills its cap is held once.
 
+The disarmer: after 3 automatic holds of distinct executables within 10
+minutes the guard stops acting unasked (a pattern of the machine's own
+work, more likely than three runaway chains): it says so on stderr, in
+its log (auto-disarmed), its metrics (freeze_guard_auto_disarmed) and
+the heartbeat's second line, and goes on answering requests. Re-arm it
+with: echo auto-rearm > DIR/ask (or restart it).
+
+The webhook: --notify URL POSTs one JSON document per automatic action
+or would-be action (hold, would-hold, disarmed): the host, the chain,
+its container or pod, the limit, the command, the outcome and the
+timeline. Off the request path: a hanging receiver never delays a hold.
+
 Monitor mode: --auto-mode monitor makes --auto and --auto-on-cap say
 (and count, freeze_guard_auto_would_hold_total) the command each would
 run, and run none: watch a week, then enforce.
@@ -213,6 +230,7 @@ Options:
                         cap refuses a fork
         --auto-mode M   enforce (default: hold) or monitor (say and count
                         what would be held, hold nothing)
+        --notify URL    POST a JSON document per automatic action
         --auto-under DIR  with --auto or --auto-on-cap: only executables
                         under DIR (repeatable), such as the CI runners'
                         caches
@@ -231,3 +249,9 @@ Options:
                         each cut off after 2s
     -h, --help          this text
 `
+
+// webhookURL reports whether s is an http or https URL with a host.
+func webhookURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}

@@ -358,23 +358,16 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 				a.decline(g, s, v)
 				continue
 			}
-			if g.c.Monitor {
+			if ok, _ := g.brake.armed(); g.c.Monitor || !ok {
+				// Said once a minute a chain, not at every look.
 				if t, ok := a.warned[s.key]; ok && time.Since(t) < declineEvery {
 					continue
 				}
 				a.warned[s.key] = time.Now()
-				g.stats.wouldHold("growth")
-				g.c.Say(fmt.Sprintf("auto (monitor): would run freeze %s: %s in %s: %d alive, %d deep, %d fork attempts in %v: %s", show.Term(strings.Join(v.Words, " ")), v.Path, show.Term(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
-				continue
 			}
-			g.c.Say(fmt.Sprintf("auto: %s in %s: %d alive, %d deep, %d fork attempts in %v: %s", v.Path, show.Term(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why))
-			judged := v.File
-			r := request{source: "auto", uid: -1, words: v.Words, judged: &judged, line: fmt.Sprint(v.Words), done: make(chan struct{})}
-			g.enqueue(r)
+			what := fmt.Sprintf("%s in %s: %d alive, %d deep, %d fork attempts in %v: %s", show.Term(v.Path), show.Term(v.Place.String()), v.Live, v.Depth, v.Attempts, AutoEvery, v.Why)
 			// One at a time: the next look comes after this run.
-			select {
-			case <-r.done:
-			case <-stop:
+			if !g.autoHold("growth", s.key, v, nil, what, stop) {
 				return
 			}
 		}

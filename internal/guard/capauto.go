@@ -45,6 +45,7 @@ type CapAuto struct {
 	walked time.Time
 	spared map[int]bool // PID 1, the guard and its ancestors
 	held   map[gate.FileKey]time.Time
+	logged map[string]time.Time // when each group was last logged, when it was not acted on
 }
 
 // StartCapAuto finds the pids hierarchies and reads every group's count
@@ -56,7 +57,7 @@ func StartCapAuto(kill bool, under []string) (*CapAuto, error) {
 	}
 	self, _ := proc.Default.ExeFile(os.Getpid())
 	c := &CapAuto{Auto: &Auto{N: 0, Kill: kill, Under: under, self: self, warned: map[gate.FileKey]time.Time{}},
-		roots: roots, counts: map[string]int{}, spared: ancestry(os.Getpid()), held: map[gate.FileKey]time.Time{}}
+		roots: roots, counts: map[string]int{}, spared: ancestry(os.Getpid()), held: map[gate.FileKey]time.Time{}, logged: map[string]time.Time{}}
 	c.look()
 	return c, nil
 }
@@ -253,6 +254,17 @@ func (g *Guard) watchCap(c *CapAuto, monitor bool, stop <-chan struct{}) {
 		}
 		for _, h := range c.look() {
 			v := c.judgeCap(h)
+			// A group that keeps refusing (a chain left alone, held
+			// already, or met while disarmed) is logged once a minute,
+			// not at every look.
+			now := time.Now()
+			armed, _ := g.brake.armed()
+			if !v.Act || !armed && !monitor {
+				if t, ok := c.logged[h.group]; ok && now.Sub(t) < declineEvery {
+					continue
+				}
+				c.logged[h.group] = now
+			}
 			line := &CapLine{Group: h.group, PidsMax: h.max, Owner: owner(h.group), Before: h.before, After: h.after,
 				Path: v.Path, Live: v.Live, Depth: v.Depth, Act: v.Act, Monitor: monitor && v.Act, Why: v.Why, UID: v.UID,
 				Container: v.Place.ID, Pod: v.Place.Pod, Runtime: v.Place.Runtime, Request: v.Words}
@@ -262,19 +274,12 @@ func (g *Guard) watchCap(c *CapAuto, monitor bool, stop <-chan struct{}) {
 			}
 			what := fmt.Sprintf("the cap of %s (pids.max %s, %s) refused %d fork(s): %s in %s: %d alive, %d deep: %s",
 				show.Term(h.group), show.Term(h.max), show.Term(owner(h.group)), h.after-h.before, show.Term(v.Path), show.Term(v.Place.String()), v.Live, v.Depth, v.Why)
-			c.held[gate.KeyOf(v.File)] = time.Now()
-			if monitor {
-				g.stats.wouldHold("cap")
-				g.c.Say("auto-on-cap (monitor): would run freeze " + show.Term(strings.Join(v.Words, " ")) + ": " + what)
-				continue
+			key := gate.KeyOf(v.File)
+			if armed || monitor {
+				c.held[key] = now
 			}
-			g.c.Say("auto-on-cap: " + what)
-			judged := v.File
-			r := request{source: "auto", uid: -1, words: v.Words, judged: &judged, line: fmt.Sprint(v.Words), done: make(chan struct{})}
-			g.enqueue(r)
-			select {
-			case <-r.done:
-			case <-stop:
+			limit := &NoticeLimit{Group: h.group, PidsMax: h.max, Owner: owner(h.group), Before: h.before, After: h.after}
+			if !g.autoHold("cap", key, v, limit, what, stop) {
 				return
 			}
 		}

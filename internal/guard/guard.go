@@ -99,6 +99,9 @@ type Config struct {
 	// say what it would hold, and hold nothing.
 	CapAuto *CapAuto
 	Monitor bool
+	// Notify, if set, is the webhook's URL (--notify): a JSON document
+	// per automatic action or would-be action.
+	Notify string
 	// After, if set, is called when a request has run (the metrics'
 	// census).
 	After func()
@@ -119,6 +122,8 @@ type Guard struct {
 	queue    chan request
 	uid      int
 	stats    stats
+	brake    brake
+	hook     *webhook
 	Unclean  bool         // the previous guard of this directory did not stop cleanly
 	lastBeat atomic.Int64 // Unix nanoseconds of the last heartbeat
 	// Starts and UncleanStarts count the ledger's entries, this one
@@ -136,6 +141,7 @@ type request struct {
 	err    error         // a request refused before it could run
 	conn   *net.UnixConn // socket requests: where the output goes
 	done   chan struct{}
+	answer *answer // filled in before done closes, if set
 }
 
 // Arm makes the run directory (root's, mode 0700), takes its lock (one
@@ -262,6 +268,9 @@ func (g *Guard) Close() error {
 // steps.
 func (g *Guard) Serve(ctx context.Context) {
 	stop := ctx.Done()
+	if g.c.Notify != "" {
+		g.hook = startWebhook(ctx, g.c.Notify, g.c.Say)
+	}
 	go g.readFIFO()
 	go g.accept()
 	// The heartbeat and the automatic mode end with stop, and Serve waits
@@ -296,13 +305,19 @@ const HeartbeatEvery = 5 * time.Second
 // heartbeat writes the time to HeartbeatName now and every
 // HeartbeatEvery until stop, whole (written, then renamed).
 func (g *Guard) heartbeat(stop <-chan struct{}) {
-	path := filepath.Join(g.c.RunDir, HeartbeatName)
-	beat := func() {
-		g.lastBeat.Store(time.Now().UnixNano())
-		safedir.WriteFile(path, []byte(strconv.FormatInt(time.Now().Unix(), 10)+"\n"), 0o600)
+	g.beat()
+	every(HeartbeatEvery, stop, g.beat)
+}
+
+// beat writes the heartbeat: the time on its first line (read -r beat <
+// heartbeat reads it alone), and a disarmed guard's why on a second.
+func (g *Guard) beat() {
+	g.lastBeat.Store(time.Now().UnixNano())
+	s := strconv.FormatInt(time.Now().Unix(), 10) + "\n"
+	if ok, why := g.brake.armed(); !ok {
+		s += "auto: disarmed: " + why + "\n"
 	}
-	beat()
-	every(HeartbeatEvery, stop, beat)
+	safedir.WriteFile(filepath.Join(g.c.RunDir, HeartbeatName), []byte(s), 0o600)
 }
 
 // Alive reports whether the guard's heartbeat is younger than three of
@@ -467,6 +482,10 @@ func (g *Guard) handle(ctx context.Context, r request) {
 		g.ack("running", r.line)
 	}
 	t0 := time.Now()
+	if len(r.words) == 1 && r.words[0] == RearmWord && r.source == "fifo" {
+		g.rearm(r)
+		return
+	}
 	res := g.run(ctx, Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
 	if r.source == "fifo" {
 		g.ack(fmt.Sprintf("done exit %d %s", res.Code, res.Outcome), r.line)
@@ -481,6 +500,21 @@ func (g *Guard) handle(ctx context.Context, r request) {
 		ZeroMS: res.Summary.ZeroMS, GateForks: res.Summary.GateForks, GateExecs: res.Summary.GateExecs})
 	g.stats.add(string(res.Outcome), res.Summary, time.Now())
 	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code, res.Outcome))
+	if r.answer != nil {
+		*r.answer = answer{outcome: string(res.Outcome), timeline: res.Timeline, exit: res.Code}
+	}
+}
+
+// rearm is the FIFO's auto-rearm: the automatic triggers act again.
+func (g *Guard) rearm(r request) {
+	state := "armed already"
+	if g.brake.rearm() {
+		state = "re-armed"
+		g.beat()
+		g.c.Say("auto: re-armed by " + RearmWord + " (the FIFO)")
+	}
+	g.ack("done exit 0 "+state, r.line)
+	g.record("request", &RequestLine{Source: r.source, UID: r.uid, Request: r.words, Outcome: state})
 }
 
 // run runs one request through the Runner, handing it the spare gate;

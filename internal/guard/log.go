@@ -107,6 +107,13 @@ type CapLine struct {
 	Request   []string `json:"request,omitempty"`
 }
 
+// DisarmLine says the automatic triggers stopped acting
+// ("auto-disarmed"), and why.
+type DisarmLine struct {
+	Line
+	Why string `json:"why"`
+}
+
 // CensusLine is the watcher's census ("census"), with its first rows.
 type CensusLine struct {
 	Line

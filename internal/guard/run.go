@@ -23,9 +23,11 @@ type Options struct {
 	// hold nothing (--auto-mode monitor).
 	AutoOnCap   bool
 	AutoMonitor bool
-	AutoN       int
-	AutoKill    bool
-	AutoUnder   []string
+	// Notify, if set, is the webhook's URL (--notify).
+	Notify    string
+	AutoN     int
+	AutoKill  bool
+	AutoUnder []string
 	// MetricsFile, if set, is kept current every MetricsEvery.
 	MetricsFile  string
 	MetricsEvery time.Duration
@@ -85,7 +87,7 @@ func Run(ctx context.Context, opt Options) error {
 	raised := incident.Prepare(incident.Output{Warn: func(s string) { opt.Say("warning: " + s) }, Note: opt.Say})
 	opt.Say("priority: " + strings.Join(raised, ", "))
 	var w *Watcher
-	c := Config{RunDir: opt.RunDir, Say: opt.Say, Run: opt.Run, Auto: auto, CapAuto: capAuto, Monitor: opt.AutoMonitor, After: func() { w.Poke() }}
+	c := Config{RunDir: opt.RunDir, Say: opt.Say, Run: opt.Run, Auto: auto, CapAuto: capAuto, Monitor: opt.AutoMonitor, Notify: opt.Notify, After: func() { w.Poke() }}
 	g, err := Arm(c)
 	if err != nil {
 		return err

@@ -28,6 +28,8 @@ type Stats struct {
 	// WouldHold counts, in monitor mode (--auto-mode monitor), the holds
 	// each trigger (growth, cap) would have made.
 	WouldHold map[string]int
+	// AutoDisarmed: the disarmer stopped the automatic triggers.
+	AutoDisarmed bool
 }
 
 type stats struct {
@@ -72,6 +74,7 @@ func (g *Guard) Stats() Stats {
 	for k, v := range g.stats.s.Runs {
 		s.Runs[k] = v
 	}
+	s.AutoDisarmed = g.disarmedNow()
 	s.WouldHold = map[string]int{}
 	for k, v := range g.stats.s.WouldHold {
 		s.WouldHold[k] = v

@@ -118,7 +118,7 @@ func NewWatcher(g *Guard, file string, every time.Duration, stateDir string, say
 func (s Stats) Metrics() *metrics.Guard {
 	return &metrics.Guard{Armed: s.Armed, Runs: s.Runs, LastRun: s.LastRun,
 		LastZero: time.Duration(s.LastZeroMS * float64(time.Millisecond)), ForksRefused: s.GateForks, ExecsRefused: s.GateExecs,
-		AutoDeclined: s.AutoDeclined, WouldHold: s.WouldHold}
+		AutoDeclined: s.AutoDeclined, WouldHold: s.WouldHold, AutoDisarmed: s.AutoDisarmed}
 }
 
 // Reap ends the groups of freeze runs whose freeze is gone (killed by

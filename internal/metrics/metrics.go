@@ -45,6 +45,8 @@ type Guard struct {
 	// WouldHold counts, in monitor mode, the holds each automatic
 	// trigger (growth, cap) would have made.
 	WouldHold map[string]int
+	// AutoDisarmed: the disarmer stopped the automatic triggers.
+	AutoDisarmed bool
 }
 
 // Registry builds the metrics of one census (and of a guard, if g is not
@@ -144,6 +146,7 @@ func (m maker) guard(g *Guard) {
 	}
 	m.counter("freeze_gate_forks_refused_total", "Fork and clone attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ForksRefused)
 	m.counter("freeze_gate_execs_refused_total", "Exec attempts of a chain that the BPF gate stopped, over the guard's runs.", g.ExecsRefused)
+	m.gauge("freeze_guard_auto_disarmed", "1 while the guard's automatic triggers are disarmed (3 holds of distinct executables within 10 minutes): it answers requests and holds nothing unasked until auto-rearm is written into its FIFO.", b2f(g.AutoDisarmed))
 	would := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "freeze_guard_auto_would_hold_total", Help: "Holds the guard's automatic triggers would have made in monitor mode (--auto-mode monitor), by trigger: growth (--auto N) or cap (--auto-on-cap)."}, []string{"trigger"})
 	m.reg.MustRegister(would)
 	for _, trigger := range []string{"growth", "cap"} {
