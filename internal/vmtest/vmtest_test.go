@@ -289,7 +289,7 @@ var required = map[string][]string{
 }
 
 // systemdSteps are the systemd suite's steps.
-var systemdSteps = []string{"sd-guard", "sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-revoke-home", "sd-tasksmax", "cap-cgroup2", "run-v2",
+var systemdSteps = []string{"sd-guard", "sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-revoke-home", "sd-tasksmax", "sd-auto-on-cap", "cap-cgroup2", "run-v2",
 	"sd-watchdog", "sd-security", "leftovers"}
 
 func check(t *testing.T, b boot, r *result) {
@@ -514,7 +514,7 @@ func (r *result) figures() string {
 	if _, ok := r.steps["sd-guard"]; ok {
 		// The systemd boot: the drills' lines, the watchdog's restart
 		// and the unit's exposure.
-		for _, s := range []string{"sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-tasksmax", "cap-cgroup2", "sd-watchdog", "sd-security"} {
+		for _, s := range []string{"sd-drill", "sd-drill-fifo", "sd-drill-socket", "sd-tasksmax", "sd-auto-on-cap", "cap-cgroup2", "sd-watchdog", "sd-security"} {
 			for _, l := range r.lines[s] {
 				if strings.Contains(l, "drill passed:") || strings.HasPrefix(l, "after ") || strings.Contains(l, "Overall exposure") || strings.HasPrefix(l, "cap: ") {
 					fmt.Fprintf(&b, "  %-16s %s\n", s, l)
