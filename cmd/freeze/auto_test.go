@@ -227,6 +227,9 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			})
 			c := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "capped", Dir: cache, Cap: 120, HopCap: 1000000, Timeout: 120 * time.Second, Interval: 100 * time.Millisecond})
 			runtest.RemoveAtCleanup(t, c.Path)
+			// A decoy of the same file outside the chain's group: the
+			// hold is the group's chain, never the file's everywhere.
+			decoy := gatedProcess(t, c.Path)
 			look := waitLog(t, run, 60*time.Second, func(e logLine) bool {
 				return e.Event == "auto-cap" && e.capLook().Path == c.Path
 			}).capLook()
@@ -234,7 +237,7 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 				t.Fatalf("the cap's look at the chain's group: %+v; want act, pids.max 120, refusals risen, an owner\n%s", look, g.Stderr())
 			}
 			if mode == "monitor" {
-				if !look.Monitor || !strings.Contains(g.Stderr(), "auto-on-cap (monitor): would run freeze --path "+c.Path) {
+				if !look.Monitor || !strings.Contains(g.Stderr(), "auto-on-cap (monitor): would run freeze --cgroup "+look.Group+" --path "+c.Path) {
 					t.Fatalf("monitor mode does not say what it would run: %+v\n%s", look, g.Stderr())
 				}
 				time.Sleep(time.Second) // were a hold queued, its request line comes
@@ -252,8 +255,14 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			if tl := e.Timeline; tl != "" {
 				t.Cleanup(func() { os.Remove(tl) })
 			}
-			if e.Outcome != "hold" || e.Exit != 0 || strings.Join(e.Request, " ") != "--path "+c.Path+" --uid 0 --hold" {
+			if e.Outcome != "hold" || e.Exit != 0 || strings.Join(e.Request, " ") != "--cgroup "+look.Group+" --path "+c.Path+" --uid 0 --hold" {
 				t.Fatalf("the automatic run: %+v\n%s", e, g.Stderr())
+			}
+			if st, err := proc.Default.ReadStat(decoy); err != nil || st.State == 'T' || st.State == 't' {
+				t.Errorf("the decoy of the same file outside the group: %v, state %c (want alive, not stopped)", err, st.State)
+			}
+			if cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", decoy)); strings.Contains(string(cg), "freeze-capped") {
+				t.Errorf("the decoy was moved into a hold's group:\n%s", cg)
 			}
 			before := c.Population()
 			time.Sleep(300 * time.Millisecond)
@@ -392,4 +401,28 @@ func TestGuardDisarmsAfterThreeDistinctHoldsAndRearms(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(run, guard.HeartbeatName)); strings.Contains(string(b), "disarmed") {
 		t.Errorf("the re-armed guard's heartbeat still says disarmed:\n%s", b)
 	}
+}
+
+// gatedProcess starts one process of file, held at the fixture's gate (it
+// reads stdin, which nobody writes, and never forks), in the test's own
+// group and a process group of its own killed at cleanup.
+func gatedProcess(t *testing.T, file string) int {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(file, "-g")
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		w.Close()
+	})
+	return cmd.Process.Pid
 }

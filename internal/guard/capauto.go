@@ -189,8 +189,10 @@ func members(group string) []int {
 // it (its deepest lineage of one owner in one place, the refusals).
 func (c *CapAuto) judgeCap(h capHit) Verdict {
 	pids := members(h.group)
+	in := make(map[int]bool, len(pids))
 	by := map[gate.FileKey]int{}
 	for _, pid := range pids {
+		in[pid] = true
 		if c.spared[pid] {
 			return Verdict{Why: fmt.Sprintf("the group holds pid %d (PID 1, the guard or an ancestor of the guard): never acted on automatically", pid)}
 		}
@@ -214,6 +216,16 @@ func (c *CapAuto) judgeCap(h capHit) Verdict {
 		v.Why = err.Error()
 		return v
 	}
+	// The chain is the group's: the same file's processes elsewhere (a
+	// decoy on the host, another container) are left out of the judging
+	// and of the hold (--cgroup).
+	outside := 0
+	for pid := range fam.parent {
+		if !in[pid] {
+			delete(fam.parent, pid)
+			outside++
+		}
+	}
 	fam.chain(&v)
 	c.decide(&v, top)
 	if v.Act {
@@ -222,6 +234,10 @@ func (c *CapAuto) judgeCap(h capHit) Verdict {
 			return v
 		}
 		c.words(&v)
+		v.Words = append([]string{"--cgroup", h.group}, v.Words...)
+		if outside > 0 {
+			v.Why += fmt.Sprintf("; the group's chain only: %d process(es) of the file outside %s are left alone", outside, h.group)
+		}
 	}
 	return v
 }

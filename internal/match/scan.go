@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +51,13 @@ type Spec struct {
 	// Scope, if set, limits the matches by file to processes in one
 	// container or pod (--container, --pod): the same program on the
 	// host, or in another container, is not the chain.
-	Scope         container.Scope
+	Scope container.Scope
+	// Cgroup, if set, limits the matches by file to processes in one
+	// cgroup or below it (--cgroup), as /proc/PID/cgroup names it
+	// ("/system.slice/app.service"): the chain of one group whose cap
+	// refused a fork (the guard's --auto-on-cap), not the same file's
+	// processes elsewhere.
+	Cgroup        string
 	NoDescendants bool
 }
 
@@ -536,6 +543,9 @@ func (s *Scanner) matchUID(pid int) bool {
 // checks it against --container or --pod; without a scope every place is
 // in.
 func (s *Scanner) matchScope(pid int) (container.Place, bool) {
+	if s.spec.Cgroup != "" && !InCgroup(s.fs, pid, s.spec.Cgroup) {
+		return container.Place{}, false
+	}
 	if !s.places {
 		return container.Place{}, true
 	}
@@ -697,6 +707,21 @@ func (s *Scanner) matchArgs(pid int) bool {
 			if a == want {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// InCgroup reports whether pid runs in group or below it, in any of its
+// hierarchies (a line of /proc/PID/cgroup: "ID:CONTROLLERS:PATH").
+func InCgroup(fs proc.FS, pid int, group string) bool {
+	b, err := os.ReadFile(fs.Root + "/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && (f[2] == group || strings.HasPrefix(f[2], group+"/")) {
+			return true
 		}
 	}
 	return false

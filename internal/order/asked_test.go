@@ -67,3 +67,30 @@ func TestAutoRequestRefusesAReplacedFile(t *testing.T) {
 		t.Fatalf("after the swap: exit %d (%s):\n%s", res.Code, res.Outcome, said.String())
 	}
 }
+
+// --cgroup takes a group as /proc/PID/cgroup names it, or its directory
+// under /sys/fs/cgroup (v2's, or a v1 hierarchy's); the root group, a
+// relative path or one that climbs are usage errors.
+func TestCgroupScopeForms(t *testing.T) {
+	var said bytes.Buffer
+	o := say.Out{Stdout: &said, Stderr: &said}
+	for in, want := range map[string]string{
+		"/system.slice/app.service":                "/system.slice/app.service",
+		"/system.slice/app.service/":               "/system.slice/app.service",
+		"/sys/fs/cgroup/system.slice/app.service/": "/system.slice/app.service",
+	} {
+		if got, code := cgroupScope(o, in); code != 0 || got != want {
+			t.Errorf("cgroupScope(%q) = %q, %d; want %q", in, got, code, want)
+		}
+	}
+	for _, bad := range []string{"system.slice/app.service", "/", "/sys/fs/cgroup", "/a/../b", "/a/.."} {
+		if got, code := cgroupScope(o, bad); code == 0 {
+			t.Errorf("cgroupScope(%q) = %q, accepted", bad, got)
+		}
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err == nil {
+		if got, _ := cgroupScope(o, "/sys/fs/cgroup/pids/test-group"); got != "/test-group" {
+			t.Errorf("a v1 pids hierarchy's directory reads as %q, want /test-group", got)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
@@ -37,6 +38,7 @@ type Flags struct {
 	paths, under, args []string
 	uids               []int
 	container, pod     string
+	cgroup             string
 	noDesc, hold       bool
 	dryRun, jsonOut    bool
 	force              bool
@@ -139,6 +141,7 @@ func Parse(o say.Out, args []string) (Flags, int) {
 	fl.IntSliceVar(&f.uids, "uid", nil, "")
 	fl.StringVar(&f.container, "container", "", "")
 	fl.StringVar(&f.pod, "pod", "", "")
+	fl.StringVar(&f.cgroup, "cgroup", "", "")
 	fl.BoolVar(&f.noDesc, "no-descendants", false, "")
 	fl.StringVarP(&f.method, "method", "m", "auto", "")
 	fl.StringVar(&f.btf, "btf", "", "")
@@ -263,8 +266,60 @@ func (f Flags) spec(o say.Out) (match.Spec, int) {
 			return spec, timeline.ExitUsage
 		}
 	}
+	if f.cgroup != "" {
+		g, code := cgroupScope(o, f.cgroup)
+		if code != 0 {
+			return spec, code
+		}
+		spec.Cgroup = g
+	}
 	spec.Args, spec.UIDs, spec.NoDescendants = f.args, f.uids, f.noDesc
 	return spec, 0
+}
+
+// cgroupScope checks --cgroup: a group's directory under /sys/fs/cgroup
+// (cgroup v2's, or a v1 hierarchy's), or its path as /proc/PID/cgroup
+// gives it; it returns the latter.
+func cgroupScope(o say.Out, g string) (string, int) {
+	if !filepath.IsAbs(g) || strings.Contains(g, "/../") || strings.HasSuffix(g, "/..") {
+		o.Errorf("--cgroup %q: give the group's absolute path", g)
+		o.Hintf("as /proc/PID/cgroup shows it (/system.slice/app.service), or its directory (/sys/fs/cgroup/system.slice/app.service)")
+		return "", timeline.ExitUsage
+	}
+	rel := filepath.Clean(g)
+	if rel == "/sys/fs/cgroup" {
+		rel = "/"
+	} else if r, ok := strings.CutPrefix(rel, "/sys/fs/cgroup/"); ok {
+		// A v1 hierarchy's directory (pids/, cpu,cpuacct/, unified/)
+		// or v2's own.
+		rel = "/" + r
+		first, rest, _ := strings.Cut(r, "/")
+		if isHierarchy(first) {
+			rel = "/" + rest
+		}
+	}
+	if rel == "/" {
+		o.Errorf("--cgroup %s is the root group: it holds every process", g)
+		o.Hintf("name the unit's, container's or test's own group")
+		return "", timeline.ExitUsage
+	}
+	return rel, 0
+}
+
+// isHierarchy reports whether name is a cgroup v1 hierarchy's (or the
+// hybrid layout's unified) mount directory under /sys/fs/cgroup.
+func isHierarchy(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/fs/cgroup", name, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(filepath.Join("/sys/fs/cgroup", name), &st) != nil {
+		return false
+	}
+	parent := unix.Statfs_t{}
+	unix.Statfs("/sys/fs/cgroup", &parent)
+	return st.Type != parent.Type || parent.Type == unix.TMPFS_MAGIC
 }
 
 // pathTarget resolves one --path to the file it names (or, deleted, the

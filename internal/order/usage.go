@@ -79,6 +79,11 @@ Options:
                              --path is found inside each of its
                              containers (kubectl get pod NAME -o
                              jsonpath='{.metadata.uid}')
+        --cgroup GROUP       only processes in this cgroup or below it,
+                             as /proc/PID/cgroup names it
+                             (/system.slice/app.service) or its directory
+                             under /sys/fs/cgroup: the chain of one unit
+                             or group, not the same file's elsewhere
         --uid UID            only processes of user UID (repeatable): one
                              user's chain, where others run the same file
         --no-descendants     leave say.Out the descendants of matches
