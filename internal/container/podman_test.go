@@ -422,3 +422,75 @@ func manifestCommand(t *testing.T, file string) []string {
 	}
 	return argv
 }
+
+// --auto-on-cap in a container: container A's chain hits its
+// --pids-limit of 300, and the guard (no gate's counter asked for) holds
+// A's chain, by --container and its group; container B runs the same file
+// below its cap, and the host runs a tree of it: both untouched.
+func TestGuardAutoOnCapHoldsOnlyTheCappedContainersChain(t *testing.T) {
+	pm := containtest.NewPodman(t, 600)
+	bin := containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN")
+	// The host's decoy: a tree of the same file three hops deep at most
+	// (the fixture's hop cap), forking every 5 s: far below its own
+	// harness cap, never at it.
+	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "worker", Cap: 200, HopCap: 3, Timeout: 240 * time.Second, Interval: 5 * time.Second})
+	path, dir := decoy.Path, decoy.Dir
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	image := pm.Image(nil)
+	deadline := strconv.FormatInt(time.Now().Add(200*time.Second).Unix(), 10)
+	vol := []string{dir + ":" + dir + ":ro"}
+	// B: the same file as such a tree too, far below its cap of 100.
+	b := pm.Run(containtest.ContainerSpec{Image: image, PidsLimit: 100, Timeout: 200 * time.Second, Volumes: vol,
+		Command: []string{path, "-s", "tree", "-i", "5000000", "-H", "3", "-D", deadline}})
+	if got := b.WaitPopulation(1, 60*time.Second); got < 1 {
+		t.Fatalf("container B reached %d processes, want 1", got)
+	}
+	tg, err := match.Resolve(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(t.TempDir(), "run")
+	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 240 * time.Second,
+		Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-under", dir}})
+	g.WaitStderr("freeze: guard: armed", 30*time.Second)
+	a := pm.Run(containtest.ContainerSpec{Image: image, PidsLimit: 300, Timeout: 200 * time.Second, Volumes: vol,
+		Command: []string{path, "-s", "tree", "-i", "100000", "-H", "1000", "-D", deadline}})
+	t.Cleanup(func() {
+		g.Kill()
+		runtest.Remove(t, freeze.GroupName(match.Spec{Targets: []match.Target{tg}, Scope: container.Scope{ID: a.ID}}))
+		for _, e := range guardRequests(t, run) {
+			if strings.HasPrefix(e.Timeline, timeline.StateDir()+"/") {
+				os.Remove(e.Timeline)
+			}
+		}
+	})
+	var req *guard.RequestLine
+	for end := time.Now().Add(90 * time.Second); req == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the guard made no automatic request in 90s:\n%s", g.Stderr())
+		}
+		for _, e := range guardRequests(t, run) {
+			if e.Source == "auto" && e.Outcome != "" {
+				req = &e
+			}
+		}
+	}
+	words := strings.Join(req.Request, " ")
+	if !strings.HasPrefix(words, "--cgroup /") || !strings.HasSuffix(words, "--container "+a.ID+" --path "+path+" --uid 0 --hold") || req.Outcome != "hold" {
+		t.Fatalf("the automatic request: %q, outcome %v; want --cgroup GROUP --container %s --path %s --uid 0 --hold, held (B is %s)\n%s", words, req.Outcome, a.ID, path, b.ID, g.Stderr())
+	}
+	for what, pids := range map[string][]int{"container B's": b.PIDs(), "the host's": decoy.Survivors()} {
+		for _, pid := range pids {
+			if st, err := proc.Default.ReadStat(pid); err != nil || st.State == 'T' || st.State == 't' {
+				t.Errorf("%s process %d of the same file: %v, state %c (want alive, not stopped)", what, pid, err, st.State)
+			}
+		}
+	}
+	held := a.Population()
+	time.Sleep(300 * time.Millisecond)
+	if now := a.Population(); now != held || held == 0 {
+		t.Errorf("container A's chain: %d, then %d: want held", held, now)
+	}
+}
