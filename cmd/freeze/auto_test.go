@@ -29,6 +29,19 @@ import (
 )
 
 // autoRequests are the guard's automatic runs so far.
+// removeAutoHoldsAtCleanup removes at cleanup the groups of every
+// automatic hold the guard in dir asked for, whatever chain it took (a
+// failing test's hold of an unexpected one included).
+func removeAutoHoldsAtCleanup(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		var words [][]string
+		for _, r := range autoRequests(t, dir) {
+			words = append(words, r.Request)
+		}
+		runtest.RemoveRequests(t, words)
+	})
+}
+
 func autoRequests(t *testing.T, dir string) []guard.RequestLine {
 	var out []guard.RequestLine
 	for _, e := range logEvents(t, dir) {
@@ -218,6 +231,7 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
 				Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-mode", mode, "--auto-under", base, "--notify", hook.url}})
 			waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+			removeAutoHoldsAtCleanup(t, run)
 			t.Cleanup(func() {
 				for _, e := range logEvents(t, run) {
 					if tl := e.request().Timeline; strings.HasPrefix(tl, timeline.StateDir()+"/") {
@@ -364,6 +378,7 @@ func TestGuardDisarmsAfterThreeDistinctHoldsAndRearms(t *testing.T) {
 	g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
 		Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-under", base, "--notify", hook.url}})
 	waitFor(t, g, "freeze: guard: armed", 30*time.Second)
+	removeAutoHoldsAtCleanup(t, run)
 	t.Cleanup(func() {
 		for _, e := range logEvents(t, run) {
 			if tl := e.request().Timeline; strings.HasPrefix(tl, timeline.StateDir()+"/") {

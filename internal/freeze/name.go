@@ -39,6 +39,11 @@ func GroupName(spec match.Spec) string {
 	if spec.Scope.Pod != "" {
 		keys = append(keys, "\x01pod:"+spec.Scope.Pod)
 	}
+	// Nor one group's chain another's (--cgroup: the cap's hold of one
+	// unit's chain, then of another unit's of the same file).
+	if spec.Cgroup != "" {
+		keys = append(keys, "\x01cgroup:"+spec.Cgroup)
+	}
 	sort.Strings(keys)
 	sum := sha256.Sum256([]byte(strings.Join(keys, "\x00")))
 	clean := strings.Map(func(r rune) rune {

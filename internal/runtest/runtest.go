@@ -7,6 +7,7 @@
 package runtest
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +15,9 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/freeze"
 	"freeze/internal/match"
+	"freeze/internal/order"
 	"freeze/internal/runlock"
+	"freeze/internal/say"
 	"freeze/internal/timeline"
 )
 
@@ -40,5 +43,23 @@ func Remove(t testing.TB, name string) {
 	left, _ := filepath.Glob(filepath.Join(timeline.StateDir(), name+"-*.jsonl"))
 	for _, f := range left {
 		os.Remove(f)
+	}
+}
+
+// RemoveRequests removes what the stop order's requests left, each given
+// as its words (a guard's automatic holds, read from its log): each
+// request's group name is made as the order makes it, so a hold of an
+// unexpected chain (a test that failed) is removed too.
+func RemoveRequests(t testing.TB, requests [][]string) {
+	t.Helper()
+	quiet := say.Out{Stdout: io.Discard, Stderr: io.Discard}
+	for _, words := range requests {
+		f, code := order.Parse(quiet, words)
+		if code >= 0 {
+			continue
+		}
+		if req, code := f.Request(quiet); code == 0 {
+			Remove(t, req.Name)
+		}
 	}
 }
