@@ -272,6 +272,13 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			if e.Outcome != "hold" || e.Exit != 0 || strings.Join(e.Request, " ") != "--cgroup "+look.Group+" --path "+c.Path+" --uid 0 --hold" {
 				t.Fatalf("the automatic run: %+v\n%s", e, g.Stderr())
 			}
+			// A figure, not a bound: the look that saw the refusals
+			// comes within CapEvery (100 ms) of the first; then the hold.
+			if at, err := time.Parse(time.RFC3339Nano, look.Time); err == nil {
+				if done, err := time.Parse(time.RFC3339Nano, e.Time); err == nil {
+					t.Logf("held: the look saw %d refusals; its hold's request line came %v after that look (the run took %.0f ms)", look.After, done.Sub(at).Round(time.Millisecond), e.TookMS)
+				}
+			}
 			if st, err := proc.Default.ReadStat(decoy); err != nil || st.State == 'T' || st.State == 't' {
 				t.Errorf("the decoy of the same file outside the group: %v, state %c (want alive, not stopped)", err, st.State)
 			}

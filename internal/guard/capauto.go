@@ -14,6 +14,8 @@ import (
 	"freeze/internal/gate"
 	"freeze/internal/proc"
 	"freeze/internal/show"
+
+	"golang.org/x/sys/unix"
 )
 
 // The cap's own lever (--auto-on-cap): a process limit that refuses a
@@ -30,10 +32,13 @@ import (
 
 // CapEvery is how often the counts are read; CapRescan how often the
 // hierarchies are walked again for groups made since (a container
-// started, a unit).
+// started, a unit). A group first seen in a walk after the guard armed
+// counts from zero: a chain whose new group reached its cap between two
+// walks is held at the next (at 2 s, a test's chain was seen 2,117
+// refusals late).
 const (
 	CapEvery  = 100 * time.Millisecond
-	CapRescan = 2 * time.Second
+	CapRescan = time.Second
 )
 
 // CapAuto watches every pids group's refusals.
@@ -46,6 +51,8 @@ type CapAuto struct {
 	spared map[int]bool // PID 1, the guard and its ancestors
 	held   map[gate.FileKey]time.Time
 	logged map[string]time.Time // when each group was last logged, when it was not acted on
+	armed  bool                 // the first look (the baseline) is done
+	ino    int                  // inotify of the groups' directories, -1 for none
 }
 
 // StartCapAuto finds the pids hierarchies and reads every group's count
@@ -58,8 +65,18 @@ func StartCapAuto(kill bool, under []string) (*CapAuto, error) {
 	self, _ := proc.Default.ExeFile(os.Getpid())
 	c := &CapAuto{Auto: &Auto{N: 0, Kill: kill, Under: under, self: self, warned: map[gate.FileKey]time.Time{}},
 		roots: roots, counts: map[string]int{}, spared: ancestry(os.Getpid()), held: map[gate.FileKey]time.Time{}, logged: map[string]time.Time{}}
+	c.ino, _ = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	c.look()
+	c.armed = true
 	return c, nil
+}
+
+// Close releases the inotify descriptor.
+func (c *CapAuto) Close() {
+	if c.ino >= 0 {
+		unix.Close(c.ino)
+		c.ino = -1
+	}
 }
 
 // pidsRoots are the mounted pids hierarchies: cgroup v2's root where the
@@ -109,17 +126,36 @@ type capHit struct {
 // rose, deepest only: where the kernel counts a refusal in each group
 // above the refusing one too, the ancestors' rise is the same refusal.
 func (c *CapAuto) look() []capHit {
-	if time.Since(c.walked) > CapRescan {
+	if time.Since(c.walked) > CapRescan || c.created() {
 		c.files = c.files[:0]
 		for _, r := range c.roots {
 			filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && !d.IsDir() && d.Name() == "pids.events" {
+				switch {
+				case err != nil:
+				case d.IsDir() && c.ino >= 0:
+					// A group made below it wakes the next look's walk.
+					unix.InotifyAddWatch(c.ino, p, unix.IN_CREATE|unix.IN_ONLYDIR)
+				case d.Name() == "pids.events":
 					c.files = append(c.files, p)
 				}
 				return nil
 			})
 		}
 		c.walked = time.Now()
+		// Counts of groups gone since are dropped (containers come and
+		// go for months under one guard).
+		kept := make(map[string]int, len(c.files))
+		for _, f := range c.files {
+			if n, ok := c.counts[f]; ok {
+				kept[f] = n
+			}
+		}
+		c.counts = kept
+		for g := range c.logged {
+			if _, ok := kept[filepath.Join(g, "pids.events")]; !ok {
+				delete(c.logged, g)
+			}
+		}
 	}
 	var hits []capHit
 	for _, f := range c.files {
@@ -129,7 +165,7 @@ func (c *CapAuto) look() []capHit {
 		}
 		before, seen := c.counts[f]
 		c.counts[f] = n
-		if seen && n > before {
+		if (seen || c.armed) && n > before {
 			g := filepath.Dir(f)
 			m, _ := os.ReadFile(filepath.Join(g, "pids.max"))
 			hits = append(hits, capHit{group: g, max: strings.TrimSpace(string(m)), before: before, after: n})
@@ -149,6 +185,23 @@ func (c *CapAuto) look() []capHit {
 		}
 	}
 	return deepest
+}
+
+// created reports whether a group was made since the last walk (inotify
+// on every group's directory; without it, the walk every CapRescan).
+func (c *CapAuto) created() bool {
+	if c.ino < 0 {
+		return false
+	}
+	var buf [4096]byte
+	made := false
+	for {
+		n, err := unix.Read(c.ino, buf[:])
+		if n <= 0 || err != nil {
+			return made
+		}
+		made = true
+	}
 }
 
 // maxCount is the "max N" line of a pids.events file.

@@ -78,6 +78,7 @@ func Run(ctx context.Context, opt Options) error {
 		if capAuto, err = StartCapAuto(opt.AutoKill, opt.AutoUnder); err != nil {
 			return &OptionError{"--auto-on-cap", err}
 		}
+		defer capAuto.Close()
 		opt.Say(fmt.Sprintf("auto-on-cap: holding the chain of a pids group whose cap refuses a fork (%s, read every %v): its executable with the most processes, when it is its own ancestor %d deep%s",
 			strings.Join(capAuto.roots, ", "), CapEvery, AutoDepth, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
 	}
