@@ -166,9 +166,7 @@ func (c *CapAuto) look() []capHit {
 		before, seen := c.counts[f]
 		c.counts[f] = n
 		if (seen || c.armed) && n > before {
-			g := filepath.Dir(f)
-			m, _ := os.ReadFile(filepath.Join(g, "pids.max"))
-			hits = append(hits, capHit{group: g, max: strings.TrimSpace(string(m)), before: before, after: n})
+			hits = append(hits, capHit{group: filepath.Dir(f), before: before, after: n})
 		}
 	}
 	sort.Slice(hits, func(i, j int) bool { return len(hits[i].group) > len(hits[j].group) })
@@ -184,7 +182,42 @@ func (c *CapAuto) look() []capHit {
 			deepest = append(deepest, h)
 		}
 	}
-	return deepest
+	// The limit that refused: the group or the nearest above it whose
+	// pids.max is a number. Before hierarchical events (5.10) the kernel
+	// counts a refusal in the forking task's own group, a leaf with no
+	// limit of its own below the capped one (the harness's, a runtime's);
+	// the capped group is what is named, judged and held.
+	var out []capHit
+	seen := map[string]bool{}
+	for _, h := range deepest {
+		h.group, h.max = c.limitOf(h.group)
+		if !seen[h.group] {
+			seen[h.group] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// limitOf is group, or its nearest ancestor within its hierarchy, whose
+// pids.max is a number, with that number; group and "max" if none is.
+func (c *CapAuto) limitOf(group string) (string, string) {
+	root := ""
+	for _, r := range c.roots {
+		if group == r || strings.HasPrefix(group, r+"/") {
+			root = r
+		}
+	}
+	for g := group; root != "" && (g == root || strings.HasPrefix(g, root+"/")); g = filepath.Dir(g) {
+		b, err := os.ReadFile(filepath.Join(g, "pids.max"))
+		if m := strings.TrimSpace(string(b)); err == nil && m != "max" {
+			return g, m
+		}
+		if g == root {
+			break
+		}
+	}
+	return group, "max"
 }
 
 // created reports whether a group was made since the last walk (inotify
