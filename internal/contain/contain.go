@@ -236,7 +236,10 @@ func run(ctx context.Context, c Config) (Report, error) {
 		rep.NotStarted = notStarted(why)
 	}
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunExit, rep.ExitWords(), timeline.RunExit{Status: rep.Status, Signal: rep.Signaled, TimedOut: rep.TimedOut})
-	settle(ctx, c, cp, func() { atCap.look(cp) })
+	// A signal the wait passed on to the command has had its grace; one
+	// that came after the wait (even before the grace began) ends it.
+	passedOn := rep.Signaled != "" && !rep.TimedOut
+	settle(ctx, c, cp, passedOn, func() { atCap.look(cp) })
 	atCap.look(cp)
 	rep.Leftovers = leftovers(cp, cmd.Process.Pid, rep.TimedOut, lin)
 	// A root command can always leave the groups (a write of its pid to
@@ -404,11 +407,14 @@ func statusOf(ws unix.WaitStatus) int {
 // settle gives the command's descendants WaitDelay to exit by
 // themselves once the command has. A signal to freeze meanwhile ends the
 // grace: the teardown follows at once. If the wait already passed a
-// signal on to the command, a further one does.
-func settle(ctx context.Context, c Config, cp *capped, every func()) {
+// signal on to the command (passedOn), a further one does. (A signal
+// that came between the wait and the grace ends the grace at once: taken
+// for the wait's, it left freeze run in its whole grace, 60 s in a test
+// of the kernel matrix.)
+func settle(ctx context.Context, c Config, cp *capped, passedOn bool, every func()) {
 	ended := ctx.Done()
 	var again <-chan syscall.Signal
-	if ctx.Err() != nil {
+	if passedOn {
 		ended = nil
 		if cause, ok := interrupt.Of(ctx); ok {
 			again = cause.Later

@@ -1,9 +1,11 @@
 package contain
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,7 +14,9 @@ import (
 
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
+	"freeze/internal/interrupt"
 	"freeze/internal/proc"
+	"freeze/internal/timeline"
 )
 
 func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
@@ -158,5 +162,34 @@ func TestGoImportPathFromTheModule(t *testing.T) {
 		if got := oneGoTest(strings.Fields(args)); got != want {
 			t.Errorf("oneGoTest(%s) = %q, want %q", args, got, want)
 		}
+	}
+}
+
+// A signal that comes after the wait returned, even before the grace
+// began, ends the grace at once and is recorded; only a signal the wait
+// passed on to the command has had its grace, and then a further one is
+// needed. (Taken for the wait's, a SIGTERM in that gap left freeze run in
+// its whole grace: 60 s, in the kernel matrix's systemd boot.)
+func TestASignalBeforeTheGraceEndsIt(t *testing.T) {
+	by := bystander(t)
+	cp := groupListing(t, by.PID) // the grace sees a live process
+	ctx, cancel := context.WithCancelCause(context.Background())
+	interrupt.Cancel(cancel, syscall.SIGTERM)
+	rec, _ := timeline.New("", nil)
+	t0 := time.Now()
+	settle(ctx, Config{WaitDelay: 20 * time.Second, Rec: rec}, cp, false, func() {})
+	if took := time.Since(t0); took > 10*time.Second {
+		t.Fatalf("a signal before the grace left it running %v", took)
+	}
+	if !slices.ContainsFunc(rec.Events(), func(e timeline.Event) bool { return e.Step == timeline.StepSignal }) {
+		t.Errorf("the signal that ended the grace is not recorded")
+	}
+	// Passed on by the wait: the grace runs on until a further signal,
+	// here until its end.
+	rec2, _ := timeline.New("", nil)
+	t0 = time.Now()
+	settle(ctx, Config{WaitDelay: 300 * time.Millisecond, Rec: rec2}, cp, true, func() {})
+	if took := time.Since(t0); took < 300*time.Millisecond {
+		t.Errorf("the grace after a signal the wait passed on ended after %v, before its 300ms", took)
 	}
 }
