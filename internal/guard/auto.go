@@ -340,14 +340,7 @@ func (a *Auto) rules(t match.Target) (bool, string) {
 // watch looks every AutoEvery until stop, and queues a request for each
 // executable the rule says to act on.
 func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
-	t := time.NewTicker(AutoEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+	every(AutoEvery, stop, func() {
 		for _, s := range a.look() {
 			v := a.judge(s)
 			if !v.Act && v.Live <= a.N {
@@ -371,7 +364,7 @@ func (g *Guard) watch(a *Auto, stop <-chan struct{}) {
 				return
 			}
 		}
-	}
+	})
 }
 
 // declineEvery bounds how often one declined chain is warned of: its

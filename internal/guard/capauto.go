@@ -345,15 +345,9 @@ func owner(group string) string {
 // watchCap reads the counts every CapEvery until stop, and holds (or in
 // monitor mode, says it would hold) the chain of each group whose cap
 // refused a fork.
-func (g *Guard) watchCap(c *CapAuto, monitor bool, stop <-chan struct{}) {
-	t := time.NewTicker(CapEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
+func (g *Guard) watchCap(c *CapAuto, stop <-chan struct{}) {
+	monitor := g.c.Monitor
+	every(CapEvery, stop, func() {
 		for _, h := range c.look() {
 			v := c.judgeCap(h)
 			// A group that keeps refusing (a chain left alone, held
@@ -385,5 +379,5 @@ func (g *Guard) watchCap(c *CapAuto, monitor bool, stop <-chan struct{}) {
 				return
 			}
 		}
-	}
+	})
 }

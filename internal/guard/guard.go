@@ -287,7 +287,7 @@ func (g *Guard) Serve(ctx context.Context) {
 	}
 	if g.c.CapAuto != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); g.watchCap(g.c.CapAuto, g.c.Monitor, stop) }()
+		go func() { defer wg.Done(); g.watchCap(g.c.CapAuto, stop) }()
 	}
 	for {
 		select {

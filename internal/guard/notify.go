@@ -57,8 +57,9 @@ func (n *Notifier) Watchdog(stop <-chan struct{}) {
 	every(n.every, stop, func() { n.Send("WATCHDOG=1") })
 }
 
-// every calls f every d until stop is closed: the guard's heartbeat and
-// the watchdog (the automatic mode keeps a ticker of its own, auto.go).
+// every calls f every d until stop is closed: the guard's heartbeat, the
+// watchdog and both automatic triggers' looks. A tick that comes with
+// stop already closed calls nothing (select picks either at random).
 func every(d time.Duration, stop <-chan struct{}, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -67,7 +68,12 @@ func every(d time.Duration, stop <-chan struct{}, f func()) {
 		case <-stop:
 			return
 		case <-t.C:
-			f()
+			select {
+			case <-stop:
+				return
+			default:
+				f()
+			}
 		}
 	}
 }
