@@ -264,17 +264,7 @@ func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
 			}
 		}
 	})
-	var req *guard.RequestLine
-	for end := time.Now().Add(90 * time.Second); req == nil; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the guard made no automatic request in 90s:\n%s", g.Stderr())
-		}
-		for _, e := range guardRequests(t, run) {
-			if e.Source == "auto" && e.Outcome != "" {
-				req = &e
-			}
-		}
-	}
+	req := waitAutoRequest(t, run, g)
 	want := "--container " + a.ID + " --path " + path + " --uid 0 --hold"
 	if got := strings.Join(req.Request, " "); got != want || req.Outcome != "hold" {
 		t.Fatalf("the automatic request: %q, outcome %v; want %q, hold\n%s", req.Request, req.Outcome, want, g.Stderr())
@@ -293,6 +283,23 @@ func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if now := a.Population(); now != held || held == 0 {
 		t.Errorf("container A's chain: %d, then %d: want held", held, now)
+	}
+}
+
+// waitAutoRequest waits up to 90 s for the guard's first automatic
+// request that has ended, and fails the test with the guard's words if
+// none comes.
+func waitAutoRequest(t *testing.T, run string, g *containtest.Chain) *guard.RequestLine {
+	t.Helper()
+	for end := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		for _, e := range guardRequests(t, run) {
+			if e.Source == "auto" && e.Outcome != "" {
+				return &e
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the guard made no automatic request in 90s:\n%s", g.Stderr())
+		}
 	}
 }
 
@@ -469,17 +476,7 @@ func TestGuardAutoOnCapHoldsOnlyTheCappedContainersChain(t *testing.T) {
 			}
 		}
 	})
-	var req *guard.RequestLine
-	for end := time.Now().Add(90 * time.Second); req == nil; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the guard made no automatic request in 90s:\n%s", g.Stderr())
-		}
-		for _, e := range guardRequests(t, run) {
-			if e.Source == "auto" && e.Outcome != "" {
-				req = &e
-			}
-		}
-	}
+	req := waitAutoRequest(t, run, g)
 	words := strings.Join(req.Request, " ")
 	if !strings.HasPrefix(words, "--cgroup /") || !strings.HasSuffix(words, "--container "+a.ID+" --path "+path+" --uid 0 --hold") || req.Outcome != "hold" {
 		t.Fatalf("the automatic request: %q, outcome %v; want --cgroup GROUP --container %s --path %s --uid 0 --hold, held (B is %s)\n%s", words, req.Outcome, a.ID, path, b.ID, g.Stderr())
