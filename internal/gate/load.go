@@ -48,15 +48,40 @@ func newLoader(btfPath string, action uint32) (*loader, error) {
 	// Before 5.11 the kernel charged BPF maps and programs to
 	// RLIMIT_MEMLOCK (64 KiB from an init that sets nothing): on Debian
 	// 11's 5.10 every map of the gate failed with EPERM. The limit is
-	// lifted here, where the gate loads, and on every kernel (harmless
-	// where memcg accounting replaced it): cilium/ebpf's rlimit package
-	// probes for that accounting at package init, 0.9-2.3 ms that every
-	// freeze command paid before main (#51). Without root the raise is
-	// refused, and so is the load, with its own error.
-	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
-	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf); err != nil && os.Geteuid() == 0 {
-		return nil, fmt.Errorf("raise RLIMIT_MEMLOCK for the gate's maps (kernels before 5.11 charge them to it): %w", err)
+	// raised here, where the gate loads: cilium/ebpf's rlimit package
+	// probes for memcg accounting at package init, 0.9-2.3 ms that every
+	// freeze command paid before main (#51). The raise is best effort:
+	// root without CAP_SYS_RESOURCE (a container, a sandbox: this
+	// machine's CI) may not raise its hard limit, and a kernel that
+	// accounts BPF memory to the cgroup (5.11 on) needs no raise at all.
+	// A refused raise is named only if the load then fails.
+	raised := raiseMemlock()
+	ld, err := loadObject(btfPath, action)
+	if err != nil && raised != nil {
+		return nil, fmt.Errorf("%w (RLIMIT_MEMLOCK could not be raised: %v; kernels before 5.11 charge the gate's maps to it)", err, raised)
 	}
+	return ld, err
+}
+
+// raiseMemlock lifts RLIMIT_MEMLOCK as far as this process may: to
+// infinity, or, where that is refused, its soft limit to its hard one.
+// It returns the refusal of the first.
+func raiseMemlock() error {
+	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf)
+	if err == nil {
+		return nil
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim)
+	}
+	return err
+}
+
+// loadObject reads the gate's object and creates its maps.
+func loadObject(btfPath string, action uint32) (*loader, error) {
 	spec, err := loadGate()
 	if err != nil {
 		return nil, fmt.Errorf("the gate's object: %w", err)
