@@ -164,6 +164,37 @@ func sweep(groups, exes []string, deadline time.Time) {
 			unix.Rmdir(d)
 		}
 	}
+	// A group freeze made for a chain whose processes were gone before
+	// the sweep looked (killed by the freeze under test, which had not
+	// yet removed its group): found by its name, which is freeze's
+	// GroupName of the chain's file (freeze-BASENAME-HASH; a chain's
+	// basename is unique to its test binary), and removed if empty.
+	for _, x := range exes {
+		for _, g := range namedFor(x) {
+			for _, d := range walkDeepFirst(g) {
+				unix.Rmdir(d)
+			}
+		}
+	}
+}
+
+// groupRoots are where freeze makes its groups: the v1 freezer, the
+// hybrid layout's v2 tree, and a pure v2 tree.
+var groupRoots = []string{"/sys/fs/cgroup/freezer", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"}
+
+// namedFor lists the top-level groups whose name is freeze's for a chain
+// of the file exe: freeze-BASENAME-XXXXXXXX (eight hex digits).
+func namedFor(exe string) []string {
+	base := filepath.Base(exe)
+	if base == "" || strings.ContainsAny(base, "*?[\\") {
+		return nil
+	}
+	var out []string
+	for _, root := range groupRoots {
+		m, _ := filepath.Glob(filepath.Join(root, "freeze-"+base+"-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]"))
+		out = append(out, m...)
+	}
+	return out
 }
 
 // freezeGroups are the groups of freeze's (named freeze-…) that pid is

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,4 +83,37 @@ func TestHelperStartsAChainAndWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(4 * time.Minute)
+}
+
+// The sweep removes an empty group of freeze's named after the chain's
+// file, which freeze under test made and had not yet removed when its
+// test binary was killed (an empty freezer group
+// freeze-chain14363-39-700199c1 was left so), and leaves a group named
+// after another file.
+func TestSweepRemovesAnEmptyGroupNamedAfterTheChain(t *testing.T) {
+	testenv.RequireRoot(t, "making cgroups")
+	base := "chainsweep" + strconv.Itoa(os.Getpid())
+	var root string
+	for _, r := range []string{"/sys/fs/cgroup/freezer", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if err := os.Mkdir(filepath.Join(r, "freeze-"+base+"-0badc0de"), 0o755); err == nil {
+			root = r
+			break
+		}
+	}
+	if root == "" {
+		t.Skip("no cgroup hierarchy here takes a group of this test's")
+	}
+	mine := filepath.Join(root, "freeze-"+base+"-0badc0de")
+	other := filepath.Join(root, "freeze-"+base+"x-0badc0de")
+	t.Cleanup(func() { syscall.Rmdir(mine); syscall.Rmdir(other) })
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sweep(nil, []string{filepath.Join(t.TempDir(), base)}, time.Now().Add(10*time.Second))
+	if _, err := os.Stat(mine); !os.IsNotExist(err) {
+		t.Errorf("the sweep left %s, the empty group named after its chain's file: %v", mine, err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("the sweep removed %s, named after another file: %v", other, err)
+	}
 }
