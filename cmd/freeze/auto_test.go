@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -250,6 +251,17 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			if !look.Act || look.PidsMax != "120" || look.After <= look.Before || look.Owner == "" {
 				t.Fatalf("the cap's look at the chain's group: %+v; want act, pids.max 120, refusals risen, an owner\n%s", look, g.Stderr())
 			}
+			// What read the rise: on cgroup v2 the kernel's notice of
+			// the group's pids.events (or the walk that first saw a new
+			// group), in v1 the poll.
+			if b, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); slices.Contains(strings.Fields(string(b)), "pids") {
+				if look.Read != "notice" && look.Read != "walk" || !strings.Contains(g.Stderr(), "/sys/fs/cgroup: on the kernel's notice (inotify)") {
+					t.Errorf("on cgroup v2 the rise was read by %q, want the kernel's notice (or the walk that first saw the group)\n%s", look.Read, g.Stderr())
+				}
+			} else if look.Read != "poll" {
+				t.Errorf("on v1 the rise was read by %q, want the poll", look.Read)
+			}
+			t.Logf("the rise was read by %s", look.Read)
 			if mode == "monitor" {
 				if !look.Monitor || !strings.Contains(g.Stderr(), "auto-on-cap (monitor): would run freeze --cgroup "+look.Group+" --path "+c.Path) {
 					t.Fatalf("monitor mode does not say what it would run: %+v\n%s", look, g.Stderr())

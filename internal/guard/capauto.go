@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"freeze/internal/container"
 	"freeze/internal/gate"
@@ -30,12 +31,21 @@ import (
 // guard's own, a daemon's, an interpreter's); a pool (a group at its cap
 // whose processes of one file are not AutoDepth deep).
 
-// CapEvery is how often the counts are read; CapRescan how often the
-// hierarchies are walked again for groups made since (a container
+// CapEvery is how often the counts are looked at; CapRescan how often
+// the hierarchies are walked again for groups made since (a container
 // started, a unit). A group first seen in a walk after the guard armed
 // counts from zero: a chain whose new group reached its cap between two
 // walks is held at the next (at 2 s, a test's chain was seen 2,117
 // refusals late).
+//
+// Which counts a look reads: the kernel notifies a change of pids.events
+// (since 4.8, in both hierarchies), and on cgroup v2 a look reads only
+// the files whose notice came (inotify, IN_MODIFY): a host of thousands
+// of groups is not read ten times a second. v1's files are read at every
+// look, a bounded poll (the choice; the notice is not relied on
+// there). A v2 file whose watch could not be added (the user's watch
+// limit) is polled as v1's are, and a lost notice (the queue's overflow)
+// makes the next look read every file.
 const (
 	CapEvery  = 100 * time.Millisecond
 	CapRescan = time.Second
@@ -53,6 +63,11 @@ type CapAuto struct {
 	logged map[string]time.Time // when each group was last logged, when it was not acted on
 	armed  bool                 // the first look (the baseline) is done
 	ino    int                  // inotify of the groups' directories, -1 for none
+	evIno  int                  // inotify of v2's pids.events files, -1 for none
+	evWD   map[int32]string     // evIno's watches: descriptor to file
+	polled map[string]bool      // files read at every look (v1's, and v2's unwatched)
+	v2     string               // the root whose files are read on the kernel's notice (v2's), "" for none
+	reads  int                  // files the last look read
 }
 
 // StartCapAuto finds the pids hierarchies and reads every group's count
@@ -62,13 +77,29 @@ func StartCapAuto(kill bool, under []string) (*CapAuto, error) {
 	if len(roots) == 0 {
 		return nil, fmt.Errorf("no pids controller is mounted (neither cgroup v2 with pids enabled nor the v1 pids hierarchy): there is no cap to watch")
 	}
+	v2 := ""
+	if roots[0] == "/sys/fs/cgroup" {
+		v2 = roots[0]
+	}
+	return newCapAuto(kill, under, roots, v2), nil
+}
+
+// newCapAuto watches roots, reading the files under noticed (v2's root,
+// or "") on the kernel's notice, and takes the baseline.
+func newCapAuto(kill bool, under []string, roots []string, noticed string) *CapAuto {
 	self, _ := proc.Default.ExeFile(os.Getpid())
 	c := &CapAuto{Auto: &Auto{N: 0, Kill: kill, Under: under, self: self, warned: map[gate.FileKey]time.Time{}},
-		roots: roots, counts: map[string]int{}, spared: ancestry(os.Getpid()), held: map[gate.FileKey]time.Time{}, logged: map[string]time.Time{}}
+		roots: roots, counts: map[string]int{}, spared: ancestry(os.Getpid()), held: map[gate.FileKey]time.Time{}, logged: map[string]time.Time{},
+		evIno: -1}
 	c.ino, _ = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if noticed != "" {
+		if fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
+			c.v2, c.evIno = noticed, fd
+		}
+	}
 	c.look()
 	c.armed = true
-	return c, nil
+	return c
 }
 
 // Close releases the inotify descriptor.
@@ -77,6 +108,24 @@ func (c *CapAuto) Close() {
 		unix.Close(c.ino)
 		c.ino = -1
 	}
+	if c.evIno >= 0 {
+		unix.Close(c.evIno)
+		c.evIno = -1
+	}
+}
+
+// Reads says how the counts are read, for the guard's first line: per
+// root, on the kernel's notice or polled.
+func (c *CapAuto) Reads() string {
+	var out []string
+	for _, r := range c.roots {
+		if r == c.v2 && c.evIno >= 0 {
+			out = append(out, r+": on the kernel's notice (inotify)")
+		} else {
+			out = append(out, r+": read every "+CapEvery.String())
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // pidsRoots are the mounted pids hierarchies: cgroup v2's root where the
@@ -120,14 +169,19 @@ type capHit struct {
 	group         string
 	max           string // its pids.max
 	before, after int
+	read          string // what read the rise: "notice", "poll" or "walk"
 }
 
 // look reads every group's count and returns the groups whose count
 // rose, deepest only: where the kernel counts a refusal in each group
 // above the refusing one too, the ancestors' rise is the same refusal.
 func (c *CapAuto) look() []capHit {
+	noticed, all := c.notices()
+	c.reads = 0
 	if time.Since(c.walked) > CapRescan || c.created() {
 		c.files = c.files[:0]
+		c.polled = map[string]bool{}
+		c.evWD = map[int32]string{}
 		for _, r := range c.roots {
 			filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
 				switch {
@@ -137,6 +191,7 @@ func (c *CapAuto) look() []capHit {
 					unix.InotifyAddWatch(c.ino, p, unix.IN_CREATE|unix.IN_ONLYDIR)
 				case d.Name() == "pids.events":
 					c.files = append(c.files, p)
+					c.polled[p] = !c.watch(r, p)
 				}
 				return nil
 			})
@@ -159,14 +214,27 @@ func (c *CapAuto) look() []capHit {
 	}
 	var hits []capHit
 	for _, f := range c.files {
+		before, seen := c.counts[f]
+		read := "poll"
+		switch {
+		case noticed[f]:
+			read = "notice"
+		case c.polled[f] || all:
+		case !seen:
+			// First seen in this walk: its baseline (or, after the
+			// guard armed, a rise from zero).
+			read = "walk"
+		default:
+			continue // watched, and no notice came
+		}
+		c.reads++
 		n, ok := maxCount(f)
 		if !ok {
 			continue
 		}
-		before, seen := c.counts[f]
 		c.counts[f] = n
 		if (seen || c.armed) && n > before {
-			hits = append(hits, capHit{group: filepath.Dir(f), before: before, after: n})
+			hits = append(hits, capHit{group: filepath.Dir(f), before: before, after: n, read: read})
 		}
 	}
 	sort.Slice(hits, func(i, j int) bool { return len(hits[i].group) > len(hits[j].group) })
@@ -197,6 +265,47 @@ func (c *CapAuto) look() []capHit {
 		}
 	}
 	return out
+}
+
+// watch adds a notice of file's changes where its root is v2's, and
+// says whether it did.
+func (c *CapAuto) watch(root, file string) bool {
+	if root != c.v2 || c.evIno < 0 {
+		return false
+	}
+	wd, err := unix.InotifyAddWatch(c.evIno, file, unix.IN_MODIFY)
+	if err != nil {
+		return false
+	}
+	c.evWD[int32(wd)] = file
+	return true
+}
+
+// notices drains the notices of changed pids.events files: the files, and
+// whether one was lost (the queue overflowed: read every file).
+func (c *CapAuto) notices() (map[string]bool, bool) {
+	out := map[string]bool{}
+	if c.evIno < 0 {
+		return out, false
+	}
+	var buf [16 * (unix.SizeofInotifyEvent + unix.NAME_MAX + 1)]byte
+	lost := false
+	for {
+		n, err := unix.Read(c.evIno, buf[:])
+		if n <= 0 || err != nil {
+			return out, lost
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+				lost = true
+			}
+			if f, ok := c.evWD[ev.Wd]; ok && ev.Mask&unix.IN_MODIFY != 0 {
+				out[f] = true
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+	}
 }
 
 // limitOf is group, or its nearest ancestor within its hierarchy, whose
@@ -361,7 +470,7 @@ func (g *Guard) watchCap(c *CapAuto, stop <-chan struct{}) {
 				}
 				c.logged[h.group] = now
 			}
-			line := &CapLine{Group: h.group, PidsMax: h.max, Owner: owner(h.group), Before: h.before, After: h.after,
+			line := &CapLine{Group: h.group, PidsMax: h.max, Owner: owner(h.group), Before: h.before, After: h.after, Read: h.read,
 				Path: v.Path, Live: v.Live, Depth: v.Depth, Act: v.Act, Monitor: monitor && v.Act, Why: v.Why, UID: v.UID,
 				Container: v.Place.ID, Pod: v.Place.Pod, Runtime: v.Place.Runtime, Request: v.Words}
 			g.record("auto-cap", line)

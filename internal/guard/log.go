@@ -94,6 +94,7 @@ type CapLine struct {
 	Owner     string   `json:"owner"`
 	Before    int      `json:"refused_before"`
 	After     int      `json:"refused_after"`
+	Read      string   `json:"read"` // what read the rise: notice (inotify, v2), poll (v1) or walk (a group first seen)
 	Path      string   `json:"path,omitempty"`
 	Live      int      `json:"live"`
 	Depth     int      `json:"depth"`

@@ -79,8 +79,8 @@ func Run(ctx context.Context, opt Options) error {
 			return &OptionError{"--auto-on-cap", err}
 		}
 		defer capAuto.Close()
-		opt.Say(fmt.Sprintf("auto-on-cap: holding the chain of a pids group whose cap refuses a fork (%s, read every %v): its executable with the most processes, when it is its own ancestor %d deep%s",
-			strings.Join(capAuto.roots, ", "), CapEvery, AutoDepth, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
+		opt.Say(fmt.Sprintf("auto-on-cap: holding the chain of a pids group whose cap refuses a fork (%s): its executable with the most processes, when it is its own ancestor %d deep%s",
+			capAuto.Reads(), AutoDepth, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
 	}
 	if opt.AutoMonitor && (opt.AutoN > 0 || opt.AutoOnCap) {
 		opt.Say("auto: monitor mode: each hold is said and counted (freeze_guard_auto_would_hold_total), and none is made")

@@ -409,7 +409,7 @@ func (r *result) loads(needs []string) (bool, string) {
 // run's fork bomb pass: by the gate where any form loads.
 func checkShort(t *testing.T, b boot, r *result) {
 	t.Helper()
-	for _, s := range []string{"drill-auto-tree", "drill-cgroup2-tree", "drill-overlay-cgroup2", "drill-overlay-auto", "cap-cgroup2", "stop-order", "stop-fs", "run-v2", "auto-on-cap", "leftovers"} {
+	for _, s := range []string{"drill-auto-tree", "drill-cgroup2-tree", "drill-overlay-cgroup2", "drill-overlay-auto", "cap-cgroup2", "stop-order", "stop-fs", "run-v2", "auto-on-cap", "cap-notice", "leftovers"} {
 		rc, ok := r.steps[s]
 		switch {
 		case !ok:
@@ -463,6 +463,9 @@ func checkShort(t *testing.T, b boot, r *result) {
 	}
 	if !strings.Contains(strings.Join(r.lines["auto-on-cap"], "\n"), "--- PASS: TestGuardAutoOnCapHoldsTheCappedChain") {
 		t.Errorf("%s: the guard's --auto-on-cap test did not pass:\n%s", b.name, tail(r.lines["auto-on-cap"], 30))
+	}
+	if !strings.Contains(strings.Join(r.lines["cap-notice"], "\n"), "--- PASS: TestCapLookReadsOnTheKernelsNotice") {
+		t.Errorf("%s: the cap's read on the kernel's notice (pure v2) did not pass:\n%s", b.name, tail(r.lines["cap-notice"], 30))
 	}
 	for s, tests := range r.tests {
 		for name, v := range tests {
