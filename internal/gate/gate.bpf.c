@@ -65,13 +65,26 @@
 // to kill the chain anyway (set by the loader before loading).
 const volatile __u32 action = SIGSTOP;
 
-// x86_64 syscall numbers.
+// The syscall numbers of each target (bpf2go defines __TARGET_ARCH_*).
+// arm64 has no fork or vfork (glibc's fork is clone there): their cases
+// take numbers no syscall has.
+#if defined(__TARGET_ARCH_arm64)
+#define NR_clone 220
+#define NR_fork (-1001)
+#define NR_vfork (-1002)
+#define NR_execve 221
+#define NR_execveat 281
+#define NR_clone3 435
+#elif defined(__TARGET_ARCH_x86)
 #define NR_clone 56
 #define NR_fork 57
 #define NR_vfork 58
 #define NR_execve 59
 #define NR_execveat 322
 #define NR_clone3 435
+#else
+#error "the gate knows the syscall numbers of x86 (amd64) and arm64 only"
+#endif
 
 // Counters, one slot each. bpf2go generates the names in Go from this
 // enum (-type counter), so gate.go reads each slot by its name.

@@ -80,7 +80,7 @@ const MaxFiles = 8192
 
 // ErrUnsupported means the gate cannot run on this architecture: its
 // syscall numbers are x86_64's.
-var ErrUnsupported = errors.New("the gate is built for x86_64 only")
+var ErrUnsupported = errors.New("the gate is built for x86_64 and arm64 only")
 
 // ErrMissing means a program that only speeds things up did not load
 // here (Gate.Missing says why); the caller uses the slower way.
@@ -131,7 +131,7 @@ type Gate struct {
 // after Attach for the iterators. Its errors say which kernel feature is
 // missing.
 func Load(c Config) (*Gate, error) {
-	if runtime.GOARCH != "amd64" {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		return nil, ErrUnsupported
 	}
 	t0 := time.Now()
