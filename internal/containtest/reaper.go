@@ -1,6 +1,7 @@
 package containtest
 
 import (
+	"flag"
 	"fmt"
 	"freeze/internal/testenv"
 	"os"
@@ -42,6 +43,15 @@ func Main(m *testing.M) int {
 		return 0
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		// The fixture tier (-short) starts no chain: it runs without a
+		// reaper where the prctl is refused (qemu's user mode, which
+		// runs the arm64 build's fixture tier here, does not emulate
+		// it); a chain started without one fails its test (checkSpec).
+		flag.Parse()
+		if testing.Short() {
+			fmt.Fprintf(os.Stderr, "containtest: PR_SET_CHILD_SUBREAPER: %v: no reaper, and so no chain, in this -short run\n", err)
+			return m.Run()
+		}
 		fmt.Fprintf(os.Stderr, "containtest: PR_SET_CHILD_SUBREAPER: %v\n", err)
 		return 1
 	}
