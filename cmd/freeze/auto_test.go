@@ -230,7 +230,7 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			// until the test ends: the hold must not wait for it.
 			hook := newReceiver(t, true)
 			g := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 200, HopCap: 1, Timeout: 300 * time.Second,
-				Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-mode", mode, "--auto-under", base, "--notify", hook.url}})
+				Command: []string{bin, "guard", "--run-dir", run, "--auto-on-cap", "--auto-mode", mode, "--auto-method", "cgroup2", "--auto-under", base, "--notify", hook.url}})
 			waitFor(t, g, "freeze: guard: armed", 30*time.Second)
 			removeAutoHoldsAtCleanup(t, run)
 			t.Cleanup(func() {
@@ -263,7 +263,7 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			}
 			t.Logf("the rise was read by %s", look.Read)
 			if mode == "monitor" {
-				if !look.Monitor || !strings.Contains(g.Stderr(), "auto-on-cap (monitor): would run freeze --cgroup "+look.Group+" --path "+c.Path) {
+				if !look.Monitor || !strings.Contains(g.Stderr(), "auto-on-cap (monitor): would run freeze --cgroup "+look.Group+" --path "+c.Path+" --uid 0 --hold --method cgroup2") {
 					t.Fatalf("monitor mode does not say what it would run: %+v\n%s", look, g.Stderr())
 				}
 				time.Sleep(time.Second) // were a hold queued, its request line comes
@@ -281,8 +281,15 @@ func TestGuardAutoOnCapHoldsTheCappedChain(t *testing.T) {
 			if tl := e.Timeline; tl != "" {
 				t.Cleanup(func() { os.Remove(tl) })
 			}
-			if e.Outcome != "hold" || e.Exit != 0 || strings.Join(e.Request, " ") != "--cgroup "+look.Group+" --path "+c.Path+" --uid 0 --hold" {
+			if e.Outcome != "hold" || e.Exit != 0 || strings.Join(e.Request, " ") != "--cgroup "+look.Group+" --path "+c.Path+" --uid 0 --hold --method cgroup2" {
 				t.Fatalf("the automatic run: %+v\n%s", e, g.Stderr())
+			}
+			// Held without the gate (--auto-method cgroup2): the issue's
+			// "without BPF", wherever the gate would load.
+			m, _ := event(t, e.Timeline, timeline.StepMethod)
+			var chosen timeline.MethodChosen
+			if m.Decode(&chosen); chosen.Method != "cgroup2" {
+				t.Errorf("the automatic hold's method: %q (%s), want cgroup2", chosen.Method, m.Msg)
 			}
 			// A figure, not a bound: the look that saw the refusals
 			// comes within CapEvery (100 ms) of the first; then the hold.

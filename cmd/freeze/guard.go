@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -23,6 +24,7 @@ type guardFlags struct {
 	autoKill     bool
 	autoOnCap    bool
 	autoMode     string
+	autoMethod   string
 	notify       string
 	autoUnder    []string
 	metricsFile  string
@@ -38,7 +40,7 @@ func runGuard(ctx context.Context, o out, args []string) int {
 		return code
 	}
 	err := guard.Run(ctx, guard.Options{RunDir: f.runDir, AutoN: f.autoN, AutoKill: f.autoKill, AutoUnder: f.autoUnder,
-		AutoOnCap: f.autoOnCap, AutoMonitor: f.autoMode == "monitor", Notify: f.notify,
+		AutoOnCap: f.autoOnCap, AutoMonitor: f.autoMode == "monitor", AutoMethod: f.autoMethod, Notify: f.notify,
 		MetricsFile: f.metricsFile, MetricsEvery: f.metricsEvery, Health: f.health,
 		Say: func(s string) { o.Sayf("guard: %s", s) },
 		// Each request as freeze's command line would run it, in the
@@ -78,6 +80,7 @@ func parseGuardFlags(o out, args []string) (guardFlags, int) {
 	fl.BoolVar(&f.autoKill, "auto-kill", false, "")
 	fl.BoolVar(&f.autoOnCap, "auto-on-cap", false, "")
 	fl.StringVar(&f.autoMode, "auto-mode", "enforce", "")
+	fl.StringVar(&f.autoMethod, "auto-method", "", "")
 	fl.StringVar(&f.notify, "notify", "", "")
 	fl.StringArrayVar(&f.autoUnder, "auto-under", nil, "")
 	fl.StringVar(&f.metricsFile, "metrics-file", "", "")
@@ -138,6 +141,11 @@ func (f guardFlags) check(o out) int {
 		o.Errorf("--notify %q: give an http:// or https:// URL, such as http://127.0.0.1:2801/freeze (falcosidekick's, or a receiver of your own)", f.notify)
 	case f.autoMode != "enforce" && f.autoMode != "monitor":
 		o.Errorf("--auto-mode %q: use enforce (hold, the default) or monitor (say and count what would be held, hold nothing)", f.autoMode)
+	case f.autoMethod != "" && !slices.Contains([]string{"auto", "bpf", "cgroup2", "cgroup1", "sigstop"}, f.autoMethod):
+		o.Errorf("--auto-method %q: use auto (the default), bpf, cgroup2, cgroup1 or sigstop: the --method of each automatic request", f.autoMethod)
+	case f.autoMethod != "" && f.autoN == 0 && !f.autoOnCap:
+		o.Errorf("--auto-method goes with --auto N or --auto-on-cap: it is the method of their requests")
+		o.Hintf("add --auto-on-cap (for example), or drop --auto-method")
 	case f.autoMode == "monitor" && f.autoN == 0 && !f.autoOnCap:
 		o.Errorf("--auto-mode monitor goes with --auto N or --auto-on-cap: it says how an automatic trigger acts")
 		o.Hintf("add --auto-on-cap (for example), or drop --auto-mode")
@@ -230,6 +238,9 @@ Options:
                         cap refuses a fork
         --auto-mode M   enforce (default: hold) or monitor (say and count
                         what would be held, hold nothing)
+        --auto-method M  the --method of each automatic request: auto
+                        (the default), bpf, cgroup2, cgroup1 or sigstop;
+                        cgroup2 holds a capped chain without the gate
         --notify URL    POST a JSON document per automatic action
         --auto-under DIR  with --auto or --auto-on-cap: only executables
                         under DIR (repeatable), such as the CI runners'

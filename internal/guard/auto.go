@@ -38,6 +38,9 @@ import (
 type Auto struct {
 	N    int
 	Kill bool
+	// Method, if set, is the stop order's method for the automatic
+	// requests (--auto-method: their words gain --method METHOD).
+	Method string
 	// Under, if set, limits the automatic mode to executables under these
 	// directories (--auto-under): the CI runners' caches, say.
 	Under   []string
@@ -244,6 +247,11 @@ func (a *Auto) decide(v *Verdict, key gate.FileKey) {
 func (a *Auto) words(v *Verdict) {
 	uidWord := strconv.Itoa(v.UID)
 	v.Words = append(scopeWords(v.Place), "--path", v.Path, "--uid", uidWord, "--hold")
+	defer func() {
+		if a.Method != "" {
+			v.Words = append(v.Words, "--method", a.Method)
+		}
+	}()
 	if v.LeftOut > 0 {
 		v.Why += fmt.Sprintf("; uid %d's chain in %s only: %d process(es) of the file that other users run, or that run elsewhere, are left alone", v.UID, v.Place, v.LeftOut)
 	}

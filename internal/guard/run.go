@@ -28,6 +28,9 @@ type Options struct {
 	AutoN     int
 	AutoKill  bool
 	AutoUnder []string
+	// AutoMethod, if set, is the method of both triggers' requests
+	// (--auto-method).
+	AutoMethod string
 	// MetricsFile, if set, is kept current every MetricsEvery.
 	MetricsFile  string
 	MetricsEvery time.Duration
@@ -69,6 +72,7 @@ func Run(ctx context.Context, opt Options) error {
 			return &OptionError{"--auto", err}
 		}
 		defer auto.Close()
+		auto.Method = opt.AutoMethod
 		opt.Say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries at least %d forks in %v%s",
 			opt.AutoN, AutoDepth, AutoAttempts, AutoEvery, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
 	}
@@ -79,6 +83,7 @@ func Run(ctx context.Context, opt Options) error {
 			return &OptionError{"--auto-on-cap", err}
 		}
 		defer capAuto.Close()
+		capAuto.Method = opt.AutoMethod
 		opt.Say(fmt.Sprintf("auto-on-cap: holding the chain of a pids group whose cap refuses a fork (%s): its executable with the most processes, when it is its own ancestor %d deep%s",
 			capAuto.Reads(), AutoDepth, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
 	}
