@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +32,7 @@ type lineage struct {
 	stopped atomic.Bool
 	procs   map[int]*ancestor
 	done    chan struct{}
+	at      int64 // the current event's timestamp (CLOCK_MONOTONIC ns)
 }
 
 // ancestor is one process of the run as the lineage saw it.
@@ -46,6 +48,10 @@ type ancestor struct {
 	// parent's, from its fork.
 	Comm   string
 	Unread bool
+	// Late is how long after its exec event (the kernel's timestamp)
+	// freeze found an Unread process gone: a long one says the reader
+	// lagged, a short one that the process was that short-lived.
+	Late time.Duration
 	// starter is the parent's entry at this process's fork: who started
 	// it, with what it ran then.
 	starter *ancestor
@@ -136,6 +142,7 @@ func (l *lineage) read() {
 				continue
 			}
 			ev := m.Data[cnMsgSize:]
+			l.at = int64(binary.NativeEndian.Uint64(ev[8:]))
 			l.event(binary.NativeEndian.Uint32(ev[0:]), ev[procEventHeaderLen:])
 		}
 	}
@@ -178,6 +185,10 @@ func (l *lineage) event(what uint32, body []byte) {
 				// fork's copy stays, with the name its exec gave it.
 				c := *p
 				c.Unread = true
+				var now unix.Timespec
+				if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil && l.at > 0 {
+					c.Late = time.Duration(now.Nano() - l.at)
+				}
 				d = &c
 			}
 			d.starter = p.starter
@@ -300,7 +311,11 @@ func startedBy(chain []ancestor) string {
 			if name == "" {
 				name = "a program"
 			}
-			what = name + " (exited before freeze could read it; forked from: " + what + ")"
+			late := ""
+			if a.Late > 0 {
+				late = ", " + a.Late.Round(time.Millisecond).String() + " after its exec"
+			}
+			what = name + " (exited before freeze could read it" + late + "; forked from: " + what + ")"
 		}
 		parts = append(parts, "pid "+strconv.Itoa(a.PID)+" "+what)
 	}
