@@ -75,7 +75,14 @@ func take(fs proc.FS) map[int]snap {
 		// The file itself, not only the link's text: in another mount
 		// namespace a user's binary bind-mounted over /usr/bin/yes reads
 		// as /usr/bin/yes, which is another file for root.
-		f, _ := fs.ExeFile(pid)
+		f, err := fs.ExeFile(pid)
+		if err != nil {
+			// Gone between the two reads: a churning chain's process.
+			// Kept, it made a second row of the same path with no
+			// identity (dev 0, inode 0), which the chain's own row did
+			// not count (a test's lookup by path found that one).
+			continue
+		}
 		// And where it runs: one path text on the host and in a
 		// container are two rows (#33).
 		place, _ := container.Of(fs, pid)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -259,5 +260,35 @@ func TestScriptByMajorityAndOwners(t *testing.T) {
 				t.Errorf("owners %q, want uid 0 x%d", o, len(tc.scripts)+1)
 			}
 		})
+	}
+}
+
+// A process whose file cannot be identified (gone between the read of
+// its exe link and the stat of it) is left out of the sample: before, it
+// made a second row of the same path with no identity (rehearsal 18: a
+// churning chain's row and a row of one vanished process, dev 0 inode 0,
+// that TestCensusFindsAGrowingChain found by path instead).
+func TestTakeLeavesOutAProcessWithoutIdentity(t *testing.T) {
+	root := t.TempDir()
+	bin := filepath.Join(root, "chain")
+	if err := os.WriteFile(bin, []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for pid, target := range map[int]string{101: bin, 102: filepath.Join(root, "gone")} {
+		dir := filepath.Join(root, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stat := fmt.Sprintf("%d (chain) S 1 %d %d 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 3909940 3133440 410 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n", pid, pid, pid)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, "exe")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := take(proc.FS{Root: root})
+	if _, ok := got[101]; !ok || len(got) != 1 {
+		t.Fatalf("take = %+v, want pid 101 alone (102's file cannot be identified)", got)
 	}
 }
