@@ -25,11 +25,7 @@ func guestTree(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "t", "proc", "sys", "dev", "tmp", "var/tmp", "run", "etc", "modules"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mkTreeDirs(t, root)
 	build := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("go", args...)
@@ -70,6 +66,16 @@ func guestTree(t *testing.T) string {
 		}
 	}
 	return root
+}
+
+// mkTreeDirs makes a guest root's directories.
+func mkTreeDirs(t *testing.T, root string) {
+	t.Helper()
+	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin", "t", "proc", "sys", "dev", "tmp", "var/tmp", "run", "etc", "modules"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // libs lists the shared libraries ldd says bin loads, the loader included;

@@ -45,6 +45,9 @@ type boot struct {
 	// gate's tests, what a command line changes on a kernel another boot
 	// runs in full.
 	forms bool
+	// arm64 boots the kernel under qemu-system-aarch64 (virt, TCG) with
+	// the arm64 tree (arm64Tree), and runs the arm64 list.
+	arm64 bool
 }
 
 // TestKernelMatrix boots Debian's kernels under qemu (TCG) and runs the
@@ -204,10 +207,17 @@ func runBoot(t *testing.T, qemu string, b boot, archives ...string) *result {
 	// crashed while a tp_btf program attached (Oops: int3 in
 	// syscall_trace_enter: the kernel patches its text through int3, and
 	// that cross-CPU code modification is what MTTCG gets wrong).
-	cmd := exec.CommandContext(ctx, qemu, "-accel", "tcg,thread=single", "-smp", "2", "-m", vmMemory,
+	machine, console := []string{}, "ttyS0"
+	if b.arm64 {
+		// The virt board's PL011 is the serial console; PSCI powers
+		// the guest off.
+		machine, console = []string{"-M", "virt", "-cpu", "max"}, "ttyAMA0"
+	}
+	args := append(machine, "-accel", "tcg,thread=single", "-smp", "2", "-m", vmMemory,
 		"-kernel", b.kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 quiet "+strings.TrimSpace(b.append),
+		"-append", "console="+console+" panic=-1 quiet "+strings.TrimSpace(b.append),
 		"-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio", "-monitor", "none")
+	cmd := exec.CommandContext(ctx, qemu, args...)
 	// Owned: qemu in a process group of its own, killed as a group at the
 	// deadline, on failure and at cleanup.
 	cmd.SysProcAttr = ownGroup()
@@ -309,15 +319,7 @@ func check(t *testing.T, b boot, r *result) {
 	if b.forms {
 		steps = []string{"drill-auto-tree", "drill-tp_btf-tree", "drill-auto-churn", "drill-tp_btf-churn", "gate-auto", "gate-tp_btf", "leftovers"}
 	}
-	for _, s := range steps {
-		rc, ok := r.steps[s]
-		switch {
-		case !ok:
-			t.Errorf("%s: step %s never ended", b.name, s)
-		case rc != 0:
-			t.Errorf("%s: step %s failed (rc=%d):\n%s", b.name, s, rc, tail(r.lines[s], 40))
-		}
-	}
+	checkSteps(t, b, r, steps...)
 	for s, tests := range required {
 		if b.systemd && s != "run-v2" && s != "cap-cgroup2" {
 			continue // the gate's steps are not the systemd suite's
@@ -331,13 +333,7 @@ func check(t *testing.T, b boot, r *result) {
 			}
 		}
 	}
-	for s, tests := range r.tests {
-		for name, v := range tests {
-			if v == "FAIL" {
-				t.Errorf("%s: %s: %s failed", b.name, s, name)
-			}
-		}
-	}
+	noFailures(t, b, r)
 	if b.systemd {
 		return
 	}
@@ -402,14 +398,10 @@ func (r *result) loads(needs []string) (bool, string) {
 	return true, ""
 }
 
-// checkShort checks a boot of the short list: the auto drill and the
-// cgroup2 drill reach zero, each form that loads there reaches zero
-// through the gate in that form (one that does not load is reported,
-// not failed), and the tests of the stop order, overlayfs and freeze
-// run's fork bomb pass: by the gate where any form loads.
-func checkShort(t *testing.T, b boot, r *result) {
+// checkSteps fails the boot for each step that never ended or failed.
+func checkSteps(t *testing.T, b boot, r *result, steps ...string) {
 	t.Helper()
-	for _, s := range []string{"drill-auto-tree", "drill-cgroup2-tree", "drill-overlay-cgroup2", "drill-overlay-auto", "cap-cgroup2", "stop-order", "stop-fs", "run-v2", "auto-on-cap", "cap-notice", "leftovers"} {
+	for _, s := range steps {
 		rc, ok := r.steps[s]
 		switch {
 		case !ok:
@@ -418,7 +410,36 @@ func checkShort(t *testing.T, b boot, r *result) {
 			t.Errorf("%s: step %s failed (rc=%d):\n%s", b.name, s, rc, tail(r.lines[s], 40))
 		}
 	}
-	checkCap(t, b, r, "drill-cgroup2-tree", "drill-overlay-cgroup2")
+}
+
+// passed reports whether a test passed in any step.
+func (r *result) passed(name string) bool {
+	for _, tests := range r.tests {
+		if tests[name] == "PASS" {
+			return true
+		}
+	}
+	return false
+}
+
+// noFailures fails the boot for each test that failed in any step.
+func noFailures(t *testing.T, b boot, r *result) {
+	t.Helper()
+	for s, tests := range r.tests {
+		for name, v := range tests {
+			if v == "FAIL" {
+				t.Errorf("%s: %s: %s failed", b.name, s, name)
+			}
+		}
+	}
+}
+
+// checkFormDrills checks each form's drill (drill-FORM-tree): a form
+// that loads (by the kernel's probe) reached zero through the gate in
+// that form; one that does not is reported, not failed. It says whether
+// any form loads.
+func checkFormDrills(t *testing.T, b boot, r *result) bool {
+	t.Helper()
 	anyForm := false
 	for _, f := range forms {
 		step := "drill-" + f.word + "-tree"
@@ -433,6 +454,19 @@ func checkShort(t *testing.T, b boot, r *result) {
 			t.Errorf("%s: form %s loads here, but its drill did not reach zero through it (rc=%d):\n%s", b.name, f.word, rc, tail(r.lines[step], 30))
 		}
 	}
+	return anyForm
+}
+
+// checkShort checks a boot of the short list: the auto drill and the
+// cgroup2 drill reach zero, each form that loads there reaches zero
+// through the gate in that form (one that does not load is reported,
+// not failed), and the tests of the stop order, overlayfs and freeze
+// run's fork bomb pass: by the gate where any form loads.
+func checkShort(t *testing.T, b boot, r *result) {
+	t.Helper()
+	checkSteps(t, b, r, "drill-auto-tree", "drill-cgroup2-tree", "drill-overlay-cgroup2", "drill-overlay-auto", "cap-cgroup2", "stop-order", "stop-fs", "run-v2", "auto-on-cap", "cap-notice", "leftovers")
+	checkCap(t, b, r, "drill-cgroup2-tree", "drill-overlay-cgroup2")
+	anyForm := checkFormDrills(t, b, r)
 	var required []string
 	if anyForm {
 		required = append(required, "TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn",
@@ -445,13 +479,7 @@ func checkShort(t *testing.T, b boot, r *result) {
 		}
 	}
 	for _, name := range required {
-		found := false
-		for _, tests := range r.tests {
-			if tests[name] == "PASS" {
-				found = true
-			}
-		}
-		if !found {
+		if !r.passed(name) {
 			t.Errorf("%s: %s did not pass", b.name, name)
 		}
 	}
@@ -467,13 +495,7 @@ func checkShort(t *testing.T, b boot, r *result) {
 	if !strings.Contains(strings.Join(r.lines["cap-notice"], "\n"), "--- PASS: TestCapLookReadsOnTheKernelsNotice") {
 		t.Errorf("%s: the cap's read on the kernel's notice (pure v2) did not pass:\n%s", b.name, tail(r.lines["cap-notice"], 30))
 	}
-	for s, tests := range r.tests {
-		for name, v := range tests {
-			if v == "FAIL" {
-				t.Errorf("%s: %s: %s failed", b.name, s, name)
-			}
-		}
-	}
+	noFailures(t, b, r)
 	// The drill as an operator runs it says what it used.
 	if out := strings.Join(r.lines["drill-auto-tree"], "\n"); !strings.Contains(out, "drill passed:") || !strings.Contains(out, " with --method ") {
 		t.Errorf("%s: the auto drill does not say it passed and by which method:\n%s", b.name, tail(r.lines["drill-auto-tree"], 20))
