@@ -247,11 +247,6 @@ func (a *Auto) decide(v *Verdict, key gate.FileKey) {
 func (a *Auto) words(v *Verdict) {
 	uidWord := strconv.Itoa(v.UID)
 	v.Words = append(scopeWords(v.Place), "--path", v.Path, "--uid", uidWord, "--hold")
-	defer func() {
-		if a.Method != "" {
-			v.Words = append(v.Words, "--method", a.Method)
-		}
-	}()
 	if v.LeftOut > 0 {
 		v.Why += fmt.Sprintf("; uid %d's chain in %s only: %d process(es) of the file that other users run, or that run elsewhere, are left alone", v.UID, v.Place, v.LeftOut)
 	}
@@ -264,6 +259,9 @@ func (a *Auto) words(v *Verdict) {
 		} else {
 			v.Why += fmt.Sprintf("; held, not killed: %v", err)
 		}
+	}
+	if a.Method != "" {
+		v.Words = append(v.Words, "--method", a.Method)
 	}
 }
 

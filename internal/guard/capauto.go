@@ -38,12 +38,11 @@ import (
 // walks is held at the next (at 2 s, a test's chain was seen 2,117
 // refusals late).
 //
-// Which counts a look reads: the kernel notifies a change of pids.events
-// (since 4.8, in both hierarchies), and on cgroup v2 a look reads only
-// the files whose notice came (inotify, IN_MODIFY): a host of thousands
-// of groups is not read ten times a second. v1's files are read at every
-// look, a bounded poll (the choice; the notice is not relied on
-// there). A v2 file whose watch could not be added (the user's watch
+// Which counts a look reads: on cgroup v2 the kernel notifies a change
+// of pids.events, and a look reads only the files whose notice came
+// (inotify, IN_MODIFY): a host of thousands of groups is not read ten
+// times a second. v1's files are read at every look, a bounded poll: on
+// this host's 6.18 a refusal raised v1's count and sent no notice. A v2 file whose watch could not be added (the user's watch
 // limit) is polled as v1's are, and a lost notice (the queue's overflow)
 // makes the next look read every file.
 const (
@@ -54,20 +53,20 @@ const (
 // CapAuto watches every pids group's refusals.
 type CapAuto struct {
 	*Auto
-	roots  []string
-	files  []string       // the pids.events files of the last walk
-	counts map[string]int // "max" of each, as last read
-	walked time.Time
-	spared map[int]bool // PID 1, the guard and its ancestors
-	held   map[gate.FileKey]time.Time
-	logged map[string]time.Time // when each group was last logged, when it was not acted on
-	armed  bool                 // the first look (the baseline) is done
-	ino    int                  // inotify of the groups' directories, -1 for none
-	evIno  int                  // inotify of v2's pids.events files, -1 for none
-	evWD   map[int32]string     // evIno's watches: descriptor to file
-	polled map[string]bool      // files read at every look (v1's, and v2's unwatched)
-	v2     string               // the root whose files are read on the kernel's notice (v2's), "" for none
-	reads  int                  // files the last look read
+	roots   []string
+	files   []string       // the pids.events files of the last walk
+	counts  map[string]int // "max" of each, as last read
+	walked  time.Time
+	spared  map[int]bool // PID 1, the guard and its ancestors
+	held    map[gate.FileKey]time.Time
+	logged  map[string]time.Time // when each group was last logged, when it was not acted on
+	armed   bool                 // the first look (the baseline) is done
+	ino     int                  // inotify of the groups' directories, -1 for none
+	evIno   int                  // inotify of v2's pids.events files, -1 for none
+	evWD    map[int32]string     // evIno's watches: descriptor to file
+	polled  map[string]bool      // files read at every look (v1's, and v2's unwatched)
+	noticed string               // the root whose files are read on the kernel's notice (v2's), "" for none
+	reads   int                  // files the last look read
 }
 
 // StartCapAuto finds the pids hierarchies and reads every group's count
@@ -94,7 +93,7 @@ func newCapAuto(kill bool, under []string, roots []string, noticed string) *CapA
 	c.ino, _ = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if noticed != "" {
 		if fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
-			c.v2, c.evIno = noticed, fd
+			c.noticed, c.evIno = noticed, fd
 		}
 	}
 	c.look()
@@ -119,7 +118,7 @@ func (c *CapAuto) Close() {
 func (c *CapAuto) Reads() string {
 	var out []string
 	for _, r := range c.roots {
-		if r == c.v2 && c.evIno >= 0 {
+		if r == c.noticed && c.evIno >= 0 {
 			out = append(out, r+": on the kernel's notice (inotify)")
 		} else {
 			out = append(out, r+": read every "+CapEvery.String())
@@ -267,10 +266,10 @@ func (c *CapAuto) look() []capHit {
 	return out
 }
 
-// watch adds a notice of file's changes where its root is v2's, and
+// watch adds a notice of file's changes where its root is the noticed one, and
 // says whether it did.
 func (c *CapAuto) watch(root, file string) bool {
-	if root != c.v2 || c.evIno < 0 {
+	if root != c.noticed || c.evIno < 0 {
 		return false
 	}
 	wd, err := unix.InotifyAddWatch(c.evIno, file, unix.IN_MODIFY)
