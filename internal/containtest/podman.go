@@ -11,13 +11,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"freeze/internal/exefile"
 	"freeze/internal/testenv"
 )
 
@@ -35,18 +33,9 @@ import (
 // the same way; both run with --ulimit nofile=1024:1024, and the harness
 // uses runc.
 type Podman struct {
-	t    testing.TB
+	*rig
 	bin  string
-	dir  string
 	args []string // the global flags that keep it in dir
-	cap  *pidsCap
-	n    int
-	// made are the groups above the cap that podman will make in the
-	// other hierarchies (it makes a container's parent in every v1
-	// controller): under an outer freeze run, its group exists only in
-	// pids and the unified hierarchy, and podman made it in blkio,
-	// memory and the rest, where it was left after the suite.
-	made []string
 }
 
 // A ContainerSpec is one container of a test. PidsLimit and Timeout are
@@ -74,11 +63,13 @@ type ContainerSpec struct {
 	Entrypoint string
 }
 
-// A Container is a running container of a test's Podman.
+// A Container is a running container of a test's Engine.
 type Container struct {
 	ID    string
-	Group string // its cgroup path, as /proc/PID/cgroup reads it
-	p     *Podman
+	Group string  // its cgroup path, as /proc/PID/cgroup reads it
+	p     *Podman // podman's containers only
+	e     engine
+	v2    bool // the cap is a v2 group
 	timer *time.Timer
 }
 
@@ -92,37 +83,14 @@ func NewPodman(t testing.TB, capMax int) *Podman {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, need := range []string{"busybox"} {
-		if _, err := exec.LookPath(need); err != nil {
-			t.Skipf("no %s on PATH: install Debian's runc and busybox-static (.ci/run does)", need)
-		}
-	}
-	if capMax <= 0 {
-		t.Fatal("containtest: a Podman needs a cap (capMax)")
-	}
-	c, err := newPidsCap(fmt.Sprintf("containtest-pm-%d-%d", os.Getpid(), time.Now().UnixNano()), capMax)
-	if err != nil {
-		t.Skipf("no cap for the containers: %v", err)
-	}
 	// Short: podman refuses a runroot of more than 50 characters, and a
 	// test's TempDir is longer.
-	dir, err := os.MkdirTemp("", "ctpm-")
-	if err != nil {
-		c.remove()
-		t.Fatal(err)
-	}
-	p := &Podman{t: t, bin: bin, dir: dir, cap: c}
+	p := &Podman{rig: newRig(t, "pm", capMax), bin: bin}
+	dir := p.dir
 	p.args = []string{"--root", filepath.Join(dir, "root"), "--runroot", filepath.Join(dir, "run"),
 		"--tmpdir", filepath.Join(dir, "tmp"), "--volumepath", filepath.Join(dir, "volumes"),
 		"--network-config-dir", filepath.Join(dir, "net"),
 		"--storage-driver", "overlay", "--cgroup-manager", "cgroupfs", "--events-backend", "none", "--runtime", "runc"}
-	for _, h := range hierarchies() {
-		for d := filepath.Dir(c.relative); d != "/" && d != "."; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(h, d)); err != nil {
-				p.made = append(p.made, filepath.Join(h, d))
-			}
-		}
-	}
 	// conmon double-forks and is re-parented to this test process (a
 	// subreaper): the reaper takes it, and the container's processes
 	// that outlive it.
@@ -134,47 +102,18 @@ func NewPodman(t testing.TB, capMax int) *Podman {
 // Podman runs the runtime's client with the test's flags, in its own
 // process group, killed with it after a minute.
 func (p *Podman) Podman(args ...string) (string, error) {
-	cmd := exec.Command(p.bin, append(append([]string{}, p.args...), args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	timer := time.AfterFunc(time.Minute, func() { unix.Kill(-cmd.Process.Pid, unix.SIGKILL) })
-	err := cmd.Wait()
-	timer.Stop()
-	return strings.TrimSpace(out.String()), err
+	return p.command(p.bin, append(append([]string{}, p.args...), args...)...)
 }
+
+// Name is "podman".
+func (p *Podman) Name() string { return "podman" }
 
 // Image builds an image of busybox-static (as /bin/busybox and /bin/sh)
 // and files (its path in the image -> a file on the host, copied with
 // its mode), imports it, and returns its name.
 func (p *Podman) Image(files map[string]string) string {
 	p.t.Helper()
-	p.n++
-	rootfs := filepath.Join(p.dir, fmt.Sprintf("rootfs%d", p.n))
-	busybox, _ := exec.LookPath("busybox")
-	all := map[string]string{"/bin/busybox": busybox}
-	for k, v := range files {
-		all[k] = v
-	}
-	for dst, src := range all {
-		if err := os.MkdirAll(filepath.Join(rootfs, filepath.Dir(dst)), 0o755); err != nil {
-			p.t.Fatal(err)
-		}
-		if err := exefile.Copy(src, filepath.Join(rootfs, dst)); err != nil {
-			p.t.Fatalf("image: copy %s: %v", src, err)
-		}
-	}
-	for _, l := range []string{"sh", "sleep", "ls"} {
-		os.Symlink("busybox", filepath.Join(rootfs, "bin", l))
-	}
-	os.MkdirAll(filepath.Join(rootfs, "tmp"), 0o1777)
-	tar := rootfs + ".tar"
-	if out, err := exec.Command("tar", "-C", rootfs, "-cf", tar, ".").CombinedOutput(); err != nil {
-		p.t.Fatalf("image: tar: %v\n%s", err, out)
-	}
+	tar := p.tar(p.rootfs(files))
 	name := fmt.Sprintf("localhost/containtest:%d", p.n)
 	if out, err := p.Podman("import", "--quiet", tar, name); err != nil {
 		p.t.Fatalf("podman import: %v\n%s", err, out)
@@ -197,7 +136,7 @@ func (p *Podman) Build(dockerfile, ctx string) string {
 // Exec runs a command in a running container and returns its exit code
 // and output.
 func (c *Container) Exec(args ...string) (int, string) {
-	out, err := c.p.Podman(append([]string{"exec", c.ID}, args...)...)
+	out, err := c.e.exec(c.ID, args)
 	code, ok := exitCode(err)
 	if !ok {
 		return -1, out + err.Error()
@@ -218,12 +157,18 @@ func exitCode(err error) (int, bool) {
 	return -1, false
 }
 
-// Podman is the runtime the container runs in.
+// Podman is the runtime the container runs in, if it is podman.
 func (c *Container) Podman() *Podman { return c.p }
 
 // Logs is what the container wrote so far.
-func (c *Container) Logs() string {
-	out, _ := c.p.Podman("logs", c.ID)
+func (c *Container) Logs() string { return c.e.logs(c.ID) }
+
+func (p *Podman) exec(id string, args []string) (string, error) {
+	return p.Podman(append([]string{"exec", id}, args...)...)
+}
+
+func (p *Podman) logs(id string) string {
+	out, _ := p.Podman("logs", id)
 	return out
 }
 
@@ -236,25 +181,8 @@ func (p *Podman) Run(s ContainerSpec) *Container {
 		p.t.Fatalf("podman run: %v\n%s", err, out)
 	}
 	id := out[strings.LastIndexByte(out, '\n')+1:]
-	c := &Container{ID: id, Group: filepath.Join(p.parent(s), "libpod-"+id), p: p}
-	c.timer = time.AfterFunc(s.Timeout, func() {
-		p.t.Errorf("container %s: harness timeout %v: killing it", c.ID[:12], s.Timeout)
-		c.kill()
-	})
-	// Its processes go at the cleanup of the test, before the
-	// directories the test made before it: the Podman's own cleanup
-	// comes after those, and a guard in a container that still ran wrote
-	// its metrics file into a TempDir that was being removed ("directory
-	// not empty").
-	p.t.Cleanup(func() {
-		c.timer.Stop()
-		c.kill()
-	})
-	for end := time.Now().Add(30 * time.Second); len(c.PIDs()) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			p.t.Fatalf("container %s: no process in its cgroup %s after 30s", id[:12], c.Group)
-		}
-	}
+	c := &Container{ID: id, Group: filepath.Join(p.parent(s), "libpod-"+id), p: p, e: p}
+	p.watch(c, s.Timeout)
 	return c
 }
 
@@ -273,7 +201,7 @@ func (p *Podman) RunWait(s ContainerSpec) (int, string) {
 
 func (p *Podman) parent(s ContainerSpec) string {
 	if s.Pod != "" {
-		return filepath.Join(p.cap.relative, "kubepods", "burstable", "pod"+s.Pod)
+		return p.podParent(s.Pod)
 	}
 	return p.cap.relative
 }
@@ -310,7 +238,7 @@ func (p *Podman) runArgs(s ContainerSpec, extra ...string) []string {
 // dir is the container's group in the pids hierarchy (v1) or the
 // unified one.
 func (c *Container) dir() string {
-	if c.p.cap.v2 {
+	if c.v2 {
 		return filepath.Join("/sys/fs/cgroup", c.Group)
 	}
 	return filepath.Join("/sys/fs/cgroup/pids", c.Group)
@@ -412,20 +340,8 @@ func (p *Podman) cleanup() {
 	p.Podman("rm", "--force", "--time", "0", "--all")
 	p.Podman("rmi", "--force", "--all")
 	killUnder(capDir)
-	unmountUnder(p.dir)
-	for _, h := range hierarchies() {
-		removeTree(filepath.Join(h, p.cap.relative))
-	}
-	// Deepest first (made lists each hierarchy's from the deepest up).
-	for _, d := range p.made {
-		os.Remove(d)
-	}
-	if _, err := os.Stat(capDir); err == nil {
-		p.t.Errorf("containtest: the containers' cap %s is left behind", capDir)
-	}
-	if err := os.RemoveAll(p.dir); err != nil {
-		p.t.Errorf("containtest: podman's directory: %v", err)
-	}
+	p.removeGroups()
+	p.removeDir()
 }
 
 // hierarchies are the mounted cgroup hierarchies: every v1 controller's

@@ -6,7 +6,8 @@
 //   - root: root, but no live chain (files of another user, BPF loads).
 //   - live: real chains in real pids cgroups, capped and owned by the
 //     harness (internal/containtest), and freeze acting on them.
-//   - podman: live, in containers of a podman of the test's own.
+//   - podman, docker, containerd: live, in containers of a runtime of
+//     the test's own (its state in the test's directory).
 //   - vm: the kernel matrix, Debian's kernels under qemu.
 //
 // It must never decide a test's outcome: it only skips, and says why.
@@ -63,6 +64,31 @@ func RequirePodman(t testing.TB, why string) {
 	for _, tool := range []string{"podman", "runc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s (%s): install Debian's podman and runc", tool, why)
+		}
+	}
+}
+
+// RequireDocker skips t unless the live tier runs and Debian's docker.io
+// (dockerd and its client), containerd and runc are installed.
+func RequireDocker(t testing.TB, why string) {
+	t.Helper()
+	RequireLive(t, why)
+	requireTools(t, why, "docker.io, containerd and runc", "dockerd", "containerd", "runc")
+}
+
+// RequireContainerd skips t unless the live tier runs and Debian's
+// containerd (with ctr) and runc are installed.
+func RequireContainerd(t testing.TB, why string) {
+	t.Helper()
+	RequireLive(t, why)
+	requireTools(t, why, "containerd and runc", "containerd", "ctr", "runc")
+}
+
+func requireTools(t testing.TB, why, pkgs string, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (%s): install Debian's %s (.ci/run does)", tool, why, pkgs)
 		}
 	}
 }

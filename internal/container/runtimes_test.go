@@ -35,20 +35,21 @@ func TestMain(m *testing.M) {
 // same program at the same path text, running: the decoy that freeze
 // took for the container's file before (#33).
 type scene struct {
-	bin   string // the test's freeze
-	path  string // the worker's path, the same text inside and out
-	decoy *containtest.Chain
-	c     *containtest.Container
-	pod   string
+	engine string
+	bin    string // the test's freeze
+	path   string // the worker's path, the same text inside and out
+	decoy  *containtest.Chain
+	c      *containtest.Container
+	pod    string
 }
 
 // newScene starts the decoy (a tree of at most 20, the harness's cap)
 // and a container whose worker, at the same path, grows a tree capped by
 // --pids-limit limit (a literal of the test, at most 250), all of the
 // containers under the harness's cap of 300.
-func newScene(t *testing.T, pod string, limit int) *scene {
-	pm := containtest.NewPodman(t, 300)
-	s := &scene{bin: containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN"), pod: pod}
+func newScene(t *testing.T, engine, pod string, limit int) *scene {
+	pm := containtest.NewEngine(t, engine, 300)
+	s := &scene{engine: engine, bin: containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN"), pod: pod}
 	s.decoy = containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "worker", Cap: 20, HopCap: 1000, Timeout: 180 * time.Second})
 	s.path = s.decoy.Path
 	image := pm.Image(map[string]string{s.path: s.decoy.Path})
@@ -91,68 +92,101 @@ func (s *scene) contained(t *testing.T, code int, stderr string, decoyBefore int
 	}
 }
 
+// eachEngine runs test once per runtime (podman, docker, containerd),
+// each as a subtest named after it.
+func eachEngine(t *testing.T, test func(t *testing.T, engine string)) {
+	for _, e := range containtest.Engines {
+		t.Run(e, func(t *testing.T) { test(t, e) })
+	}
+}
+
+// runtimeNamed is how freeze must name each engine's container from its
+// cgroup layout here, alone and in a pod: a literal of the test. Docker's
+// and containerd's groups in a pod (the kubelet's cgroupfs layout,
+// /kubepods/burstable/podUID/ID) do not say which runtime made them.
+var runtimeNamed = map[string]struct{ alone, inPod string }{
+	"podman":     {"podman", "podman"},
+	"docker":     {"docker", ""},
+	"containerd": {"containerd", ""},
+}
+
 func TestContainedFromTheHostByTheProcessExeLink(t *testing.T) {
-	s := newScene(t, "", 60)
-	before := s.decoy.Population()
-	code, stderr := s.freeze(t, "--path", fmt.Sprintf("/proc/%d/exe", s.c.PIDs()[0]))
-	s.contained(t, code, stderr, before)
+	eachEngine(t, func(t *testing.T, engine string) {
+		s := newScene(t, engine, "", 60)
+		before := s.decoy.Population()
+		code, stderr := s.freeze(t, "--path", fmt.Sprintf("/proc/%d/exe", s.c.PIDs()[0]))
+		s.contained(t, code, stderr, before)
+	})
 }
 
 func TestContainedFromTheHostByTheProcessRoot(t *testing.T) {
-	s := newScene(t, "", 60)
-	before := s.decoy.Population()
-	code, stderr := s.freeze(t, "--path", fmt.Sprintf("/proc/%d/root%s", s.c.PIDs()[0], s.path))
-	s.contained(t, code, stderr, before)
+	eachEngine(t, func(t *testing.T, engine string) {
+		s := newScene(t, engine, "", 60)
+		before := s.decoy.Population()
+		code, stderr := s.freeze(t, "--path", fmt.Sprintf("/proc/%d/root%s", s.c.PIDs()[0], s.path))
+		s.contained(t, code, stderr, before)
+	})
 }
 
 func TestContainedFromTheHostByContainerID(t *testing.T) {
-	s := newScene(t, "", 60)
-	before := s.decoy.Population()
-	code, stderr := s.freeze(t, "--container", s.c.ID[:12], "--path", s.path)
-	s.contained(t, code, stderr, before)
-	if !strings.Contains(stderr, "in podman "+s.c.ID[:12]) {
-		t.Errorf("the record does not name the container:\n%s", stderr)
-	}
-	// The chain's root is the container's PID 1 (its command): the
-	// operator is told that the container ends with the chain.
-	if !strings.Contains(stderr, " is PID 1 of podman "+s.c.ID[:12]+": the kill rounds end the container with it") {
-		t.Errorf("freeze does not say that the chain's root is the container's PID 1:\n%s", stderr)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		s := newScene(t, engine, "", 60)
+		before := s.decoy.Population()
+		code, stderr := s.freeze(t, "--container", s.c.ID[:12], "--path", s.path)
+		s.contained(t, code, stderr, before)
+		named := runtimeNamed[engine].alone + " " + s.c.ID[:12]
+		if !strings.Contains(stderr, "in "+named) {
+			t.Errorf("the record does not name the container (%s):\n%s", named, stderr)
+		}
+		// The chain's root is the container's PID 1 (its command): the
+		// operator is told that the container ends with the chain.
+		if !strings.Contains(stderr, " is PID 1 of "+named+": the kill rounds end the container with it") {
+			t.Errorf("freeze does not say that the chain's root is the container's PID 1:\n%s", stderr)
+		}
+	})
 }
 
 func TestContainedFromTheHostByPodUID(t *testing.T) {
-	uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", os.Getpid(), time.Now().UnixNano()&0xffffffffffff)
-	s := newScene(t, uid, 60)
-	before := s.decoy.Population()
-	code, stderr := s.freeze(t, "--pod", uid, "--path", s.path)
-	s.contained(t, code, stderr, before)
-	if !strings.Contains(stderr, "pod "+uid) {
-		t.Errorf("the record does not name the pod:\n%s", stderr)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", os.Getpid(), time.Now().UnixNano()&0xffffffffffff)
+		s := newScene(t, engine, uid, 60)
+		before := s.decoy.Population()
+		code, stderr := s.freeze(t, "--pod", uid, "--path", s.path)
+		s.contained(t, code, stderr, before)
+		if !strings.Contains(stderr, "pod "+uid) {
+			t.Errorf("the record does not name the pod:\n%s", stderr)
+		}
+	})
 }
 
 // A container id that names no container is refused with the
 // candidates, and nothing is touched.
 func TestUnknownContainerIsRefusedWithTheCandidates(t *testing.T) {
-	s := newScene(t, "", 60)
-	before := s.c.Population()
-	code, stderr := s.freeze(t, "--container", "000000000000", "--path", s.path)
-	if code != 2 || !strings.Contains(stderr, "matches no container") || !strings.Contains(stderr, s.c.ID) {
-		t.Errorf("exit %d, want 2 with the candidates (%s):\n%s", code, s.c.ID[:12], stderr)
-	}
-	if got := s.c.Population(); got < before {
-		t.Errorf("the container's chain lost processes: %d, was %d", got, before)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		s := newScene(t, engine, "", 60)
+		before := s.c.Population()
+		code, stderr := s.freeze(t, "--container", "000000000000", "--path", s.path)
+		if code != 2 || !strings.Contains(stderr, "matches no container") || !strings.Contains(stderr, s.c.ID) {
+			t.Errorf("exit %d, want 2 with the candidates (%s):\n%s", code, s.c.ID[:12], stderr)
+		}
+		if got := s.c.Population(); got < before {
+			t.Errorf("the container's chain lost processes: %d, was %d", got, before)
+		}
+	})
 }
 
 // census tells the container's row from the host's of the same path,
 // names the container and the pod, and prints the command that contains
 // exactly that row.
 func TestCensusNamesTheContainerAndThePod(t *testing.T) {
+	eachEngine(t, censusNamesTheContainerAndThePod)
+}
+
+func censusNamesTheContainerAndThePod(t *testing.T, engine string) {
 	uid := fmt.Sprintf("%08x-1111-4000-8000-%012x", os.Getpid(), time.Now().UnixNano()&0xffffffffffff)
 	// 250 copies: a suspect by its count alone (census's threshold is
 	// 200), so census prints its command.
-	s := newScene(t, uid, 250)
+	s := newScene(t, engine, uid, 250)
 	if got := s.c.WaitPopulation(240, 60*time.Second); got < 240 {
 		t.Fatalf("the container's chain reached %d processes in 60s, want 240", got)
 	}
@@ -180,8 +214,8 @@ func TestCensusNamesTheContainerAndThePod(t *testing.T) {
 	if in == nil || host == nil {
 		t.Fatalf("census has no row for the container's %s (%v) or the host's (%v): %+v", s.path, in != nil, host != nil, r.Rows)
 	}
-	if in.Runtime != "podman" || in.Pod != uid || in.Count < 240 {
-		t.Errorf("the container's row: runtime %q pod %q count %d, want podman, %s, 240 or more", in.Runtime, in.Pod, in.Count, uid)
+	if want := runtimeNamed[engine].inPod; in.Runtime != want || in.Pod != uid || in.Count < 240 {
+		t.Errorf("the container's row: runtime %q pod %q count %d, want %q, %s, 240 or more", in.Runtime, in.Pod, in.Count, want, uid)
 	}
 	want := "freeze --container " + s.c.ID[:12] + " --path " + s.path
 	if !in.Suspect || in.Command != want {
@@ -194,16 +228,18 @@ func TestCensusNamesTheContainerAndThePod(t *testing.T) {
 }
 
 // Of reads a real container's process as the table says.
-func TestOfAPodmanProcess(t *testing.T) {
-	s := newScene(t, "", 60)
-	pid := s.c.PIDs()[0]
-	p, err := container.Of(proc.Default, pid)
-	if err != nil || p.Runtime != "podman" || p.ID != s.c.ID {
-		t.Fatalf("container.Of(%d) = %+v, %v; want podman %s", pid, p, err, s.c.ID)
-	}
-	if p, _ := container.Of(proc.Default, s.decoy.Leader); !p.Host() {
-		t.Errorf("the decoy on the host reads as %+v", p)
-	}
+func TestOfAContainersProcess(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		s := newScene(t, engine, "", 60)
+		pid := s.c.PIDs()[0]
+		p, err := container.Of(proc.Default, pid)
+		if want := runtimeNamed[engine].alone; err != nil || p.Runtime != want || p.ID != s.c.ID {
+			t.Fatalf("container.Of(%d) = %+v, %v; want %s %s", pid, p, err, want, s.c.ID)
+		}
+		if p, _ := container.Of(proc.Default, s.decoy.Leader); !p.Host() {
+			t.Errorf("the decoy on the host reads as %+v", p)
+		}
+	})
 }
 
 // The guard's automatic mode judges a chain per executable and per
@@ -214,10 +250,14 @@ func TestOfAPodmanProcess(t *testing.T) {
 // hold, by --path, took all three. The guard must hold A's chain, by
 // --container, and leave B's and the host's running.
 func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
+	eachEngine(t, guardAutoHoldsOnlyTheContainersChain)
+}
+
+func guardAutoHoldsOnlyTheContainersChain(t *testing.T, engine string) {
 	if k := gate.Probe(""); !k[0].OK {
 		t.Skipf("the gate's counter does not load here: %s", k[0].Why)
 	}
-	pm := containtest.NewPodman(t, 600)
+	pm := containtest.NewEngine(t, engine, 600)
 	bin := containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN")
 	decoy := containtest.Start(t, containtest.Spec{Shape: containtest.Tree, Name: "worker", Cap: 20, HopCap: 1000, Timeout: 240 * time.Second})
 	path, dir := decoy.Path, decoy.Dir
@@ -355,7 +395,7 @@ func TestFreezeRunInsideAContainer(t *testing.T) {
 // through it, as kubectl exec makes one, contains a chain in another
 // container by --container, and the host's copy of the same path lives.
 func TestDaemonSetImageContainsAContainersChain(t *testing.T) {
-	s := newScene(t, "", 60)
+	s := newScene(t, "podman", "", 60)
 	pm := s.c.Podman()
 	ctx := t.TempDir()
 	if err := exefile.Copy(s.bin, filepath.Join(ctx, "freeze")); err != nil {

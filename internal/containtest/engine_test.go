@@ -1,0 +1,88 @@
+package containtest
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Each engine's test leaves nothing: after a container ran, and the
+// test's cleanups ran,
+// no process names the engine's directory (a daemon, a shim, a
+// container's process), the directory and its mounts are gone, the cap
+// and every group under it are gone in every hierarchy, and the
+// directories under /run that the daemons make are removed if they
+// were not there before.
+func TestEnginesLeaveNothing(t *testing.T) {
+	for _, name := range Engines {
+		t.Run(name, func(t *testing.T) {
+			var r *rig
+			var pids []int
+			runBefore := absentRunDirs()
+			t.Run("run", func(t *testing.T) {
+				e := NewEngine(t, name, 50)
+				switch e := e.(type) {
+				case *Podman:
+					r = e.rig
+				case *Docker:
+					r = e.rig
+				case *Containerd:
+					r = e.rig
+				}
+				c := e.Run(ContainerSpec{Image: e.Image(nil), PidsLimit: 10, Timeout: 60 * time.Second,
+					Command: []string{"/bin/sh", "-c", "sleep 100 & sleep 100 & sleep 100 & wait"}})
+				if got := c.WaitPopulation(4, 20*time.Second); got != 4 {
+					t.Errorf("the container holds %d processes, want its shell and 3 sleeps", got)
+				}
+				pids = c.PIDs()
+			})
+			if r == nil {
+				t.Skip("the engine did not start (see the subtest)")
+			}
+			if got := mentioning(r.dir); len(got) > 0 {
+				t.Errorf("processes still name %s: %v", r.dir, got)
+			}
+			for _, pid := range pids {
+				if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+					t.Errorf("the container's process %d is left", pid)
+				}
+			}
+			if _, err := os.Stat(r.dir); err == nil {
+				t.Errorf("the engine's directory %s is left", r.dir)
+			}
+			if b, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(b, []byte(" "+r.dir)) {
+				t.Errorf("mounts under %s are left", r.dir)
+			}
+			for _, h := range hierarchies() {
+				if _, err := os.Stat(filepath.Join(h, r.cap.relative)); err == nil {
+					t.Errorf("the cap's group is left in %s", h)
+				}
+			}
+			for _, d := range runBefore {
+				if _, err := os.Stat(d); err == nil {
+					t.Errorf("%s is left (it was not there before the engine)", d)
+				}
+			}
+		})
+	}
+}
+
+// mentioning lists the processes whose command line names dir.
+func mentioning(dir string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(dir+"/")) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
