@@ -61,7 +61,7 @@ func autoRequests(t *testing.T, dir string) []guard.RequestLine {
 func TestGuardAutoHoldsAChainAndLeavesWorkAlone(t *testing.T) {
 	testenv.RequireLive(t, "the guard, the gate's counter and the chains' pids cgroups")
 	if k := gate.Probe(""); !k[0].OK {
-		t.Skipf("the gate's counter does not load here: %s", k[0].Why)
+		testenv.GateMissing(t, "its counter: "+k[0].Why)
 	}
 	bin := buildFreeze(t)
 	base := t.TempDir()

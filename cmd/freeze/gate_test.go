@@ -24,7 +24,7 @@ func needGate(t *testing.T) {
 	t.Helper()
 	testenv.RequireLive(t, "loading BPF programs, and the chains are capped by pids cgroups")
 	if k := gate.Probe(""); !k[0].OK {
-		t.Skipf("the gate does not load here: %s", k[0].Why)
+		testenv.GateMissing(t, k[0].Why)
 	}
 }
 

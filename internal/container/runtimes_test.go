@@ -21,6 +21,7 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runtest"
+	"freeze/internal/testenv"
 	"freeze/internal/timeline"
 )
 
@@ -255,7 +256,7 @@ func TestGuardAutoHoldsOnlyTheContainersChain(t *testing.T) {
 
 func guardAutoHoldsOnlyTheContainersChain(t *testing.T, engine string) {
 	if k := gate.Probe(""); !k[0].OK {
-		t.Skipf("the gate's counter does not load here: %s", k[0].Why)
+		testenv.GateMissing(t, "its counter: "+k[0].Why)
 	}
 	pm := containtest.NewEngine(t, engine, 600)
 	bin := containtest.GoBinary(t, "../../cmd/freeze", "freeze", "FREEZE_TEST_BIN")

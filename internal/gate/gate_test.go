@@ -52,7 +52,7 @@ func attachConfig(t *testing.T, c Config) *Gate {
 	c.Exempt = Exempt(proc.Default)
 	g, err := Load(c)
 	if err != nil {
-		t.Skipf("the gate does not load here: %s", Explain(err))
+		testenv.GateMissing(t, Explain(err))
 	}
 	// Lineage, exec, and the form's: one program (stopping) or two
 	// (refusing, with the stop before them where it loads); the identity
@@ -436,7 +436,7 @@ func TestGateKillEmptiesASpinningChain(t *testing.T) {
 	// The killing action is the stopping form's.
 	g, err := Load(Config{Files: []File{fileOf(t, c.Path)}, Exempt: Exempt(proc.Default), Kill: true, Form: FormStop})
 	if err != nil {
-		t.Skipf("the gate does not load here: %s", Explain(err))
+		testenv.GateMissing(t, Explain(err))
 	}
 	defer g.Close()
 	if err := g.Attach(); err != nil {

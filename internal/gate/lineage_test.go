@@ -67,7 +67,7 @@ func loadOnly(t *testing.T) *Gate {
 	testenv.RequireRoot(t, "loading BPF programs")
 	g, err := Load(Config{Exempt: Exempt(proc.Default), Form: testForm(t)})
 	if err != nil {
-		t.Skipf("the gate does not load here: %s", Explain(err))
+		testenv.GateMissing(t, Explain(err))
 	}
 	t.Cleanup(func() { g.Close() })
 	return g

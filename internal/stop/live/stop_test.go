@@ -49,6 +49,9 @@ func supported(t *testing.T, m freeze.Method) {
 	}
 	for _, s := range freeze.Probe("") {
 		if s.Method == m && !s.OK {
+			if m == freeze.Bpf {
+				testenv.GateMissing(t, s.Why)
+			}
 			t.Skipf("%s is not available here: %s", m, s.Why)
 		}
 	}
