@@ -106,22 +106,7 @@ func (d *Docker) Run(s ContainerSpec) *Container {
 	if s.Pod != "" {
 		parent = d.podParent(s.Pod)
 	}
-	// The limits podman needs here (runArgs) hold for runc under
-	// dockerd too.
-	args := []string{"run", "-d", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=32768:32768",
-		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent}
-	if s.Privileged {
-		args = append(args, "--privileged")
-	}
-	if s.HostPID {
-		args = append(args, "--pid", "host")
-	}
-	if s.Entrypoint != "" {
-		args = append(args, "--entrypoint", s.Entrypoint)
-	}
-	for _, v := range s.Volumes {
-		args = append(args, "-v", v)
-	}
+	args := append([]string{"run", "-d"}, runFlags(s, parent)...)
 	out, err := d.Docker(append(append(args, s.Image), s.Command...)...)
 	if err != nil {
 		d.t.Fatalf("docker run: %v\n%s", err, out)

@@ -206,17 +206,14 @@ func (p *Podman) parent(s ContainerSpec) string {
 	return p.cap.relative
 }
 
-func (p *Podman) runArgs(s ContainerSpec, extra ...string) []string {
-	p.t.Helper()
-	if s.PidsLimit <= 0 || s.Timeout <= 0 {
-		p.t.Fatal("containtest: a container needs PidsLimit and Timeout (literals in the test)")
-	}
-	parent := p.parent(s)
-	// Limits this sandbox lets runc set: podman's defaults, and this
-	// process's own 96,364 processes, fail with EPERM; 32,768 (the pid
-	// space here) works. Root is not bound by RLIMIT_NPROC: the caps are
-	// --pids-limit and the harness's group.
-	args := append([]string{"run"}, extra...)
+// runFlags are the flags of 'run' for the spec s, nested in parent, in
+// the words podman and docker share. Limits this sandbox lets runc set:
+// podman's defaults, and this process's own 96,364 processes, fail with
+// EPERM; 32,768 (the pid space here) works. Root is not bound by
+// RLIMIT_NPROC: the caps are --pids-limit and the harness's group.
+func runFlags(s ContainerSpec, parent string) []string {
+	args := []string{"--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=32768:32768",
+		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent}
 	if s.Privileged {
 		args = append(args, "--privileged")
 	}
@@ -226,11 +223,19 @@ func (p *Podman) runArgs(s ContainerSpec, extra ...string) []string {
 	if s.Entrypoint != "" {
 		args = append(args, "--entrypoint", s.Entrypoint)
 	}
-	args = append(args, "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=32768:32768",
-		"--pids-limit", strconv.Itoa(s.PidsLimit), "--cgroup-parent", parent)
 	for _, v := range s.Volumes {
 		args = append(args, "-v", v)
 	}
+	return args
+}
+
+func (p *Podman) runArgs(s ContainerSpec, extra ...string) []string {
+	p.t.Helper()
+	if s.PidsLimit <= 0 || s.Timeout <= 0 {
+		p.t.Fatal("containtest: a container needs PidsLimit and Timeout (literals in the test)")
+	}
+	parent := p.parent(s)
+	args := append(append([]string{"run"}, extra...), runFlags(s, parent)...)
 	args = append(args, s.Image)
 	return append(args, s.Command...)
 }
