@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -938,6 +939,22 @@ func TestLeavesAHelper(t *testing.T) {
 	if x, _ := os.ReadFile(junit); !strings.Contains(string(x), `classname="leaky"`) || !strings.Contains(string(x), `name="TestLeavesAHelper: left behind`) {
 		t.Errorf("the JUnit case is not classed by the package and named by its test:\n%s", x)
 	}
+	// #52: and it lines up with a real converter's JUnit of the same run
+	// (Debian's gotestsum, which runs go test -json): merged, the
+	// leftover's case sits beside the test's own, with one classname.
+	if gotestsum, err := exec.LookPath("gotestsum"); err != nil {
+		t.Logf("no gotestsum (Debian's, .ci/run installs it): the JUnit is not merged with a converter's")
+	} else {
+		ours, theirs := filepath.Join(dir, "freeze-gt.xml"), filepath.Join(dir, "gotestsum.xml")
+		c, code = runUnder(t, []string{"/bin/sh", "-c", "cd " + mod + " && exec " + bin + " run --junit " + ours + " -t " + filepath.Join(dir, "gt.jsonl") + " -- " + gotestsum + " --junitfile " + theirs + " -- -count=1 -run TestLeavesAHelper ."}, 100*time.Second)
+		if code != 122 {
+			t.Fatalf("under gotestsum: exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
+		}
+		if out, ok := junitMerge(t, theirs, ours); ok && (!regexp.MustCompile(`(?m)^leaky \| leaky \| TestLeavesAHelper \| pass$`).MatchString(out) ||
+			!regexp.MustCompile(`(?m)^freeze run -- .* \| leaky \| TestLeavesAHelper: left behind: pid \d+ sleep \| fail$`).MatchString(out)) {
+			t.Errorf("the merged JUnit does not hold gotestsum's case and freeze's leftover beside it, with one classname:\n%s", out)
+		}
+	}
 	// Go's test cache is kept under freeze run (no -exec): the second of
 	// two plain runs prints (cached).
 	for i := 0; i < 2; i++ {
@@ -1100,22 +1117,8 @@ func TestRunNamesThePytestTestThatLeftADaemon(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^::error file=test_daemon.py,title=test_starts_a_daemon%3A left behind%3A pid \d+ sleep::`).MatchString(c.Stdout()) {
 		t.Errorf("no annotation on test_daemon.py titled after its test:\n%s", c.Stdout())
 	}
-	merge := `import sys, junitparser
-x = junitparser.JUnitXml()
-for f in sys.argv[1:]:
-    y = junitparser.JUnitXml.fromfile(f)
-    for s in ([y] if isinstance(y, junitparser.TestSuite) else list(y)):
-        x.add_testsuite(s)
-for s in x:
-    for c in s:
-        print(s.name, "|", c.classname, "|", c.name, "|", "fail" if c.result else "pass")
-`
-	if out, err := exec.Command(py, "-c", merge, theirs, ours).CombinedOutput(); err != nil {
-		if !strings.Contains(string(out), "No module named") {
-			t.Errorf("junitparser could not merge pytest's JUnit and freeze's: %v\n%s", err, out)
-		}
-	} else if !regexp.MustCompile(`(?m)^pytest \| test_daemon \| test_starts_a_daemon \| pass$`).Match(out) ||
-		!regexp.MustCompile(`(?m)^freeze run -- .* \| test_daemon \| test_starts_a_daemon: left behind: pid \d+ sleep \| fail$`).Match(out) {
+	if out, ok := junitMerge(t, theirs, ours); ok && (!regexp.MustCompile(`(?m)^pytest \| test_daemon \| test_starts_a_daemon \| pass$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^freeze run -- .* \| test_daemon \| test_starts_a_daemon: left behind: pid \d+ sleep \| fail$`).MatchString(out)) {
 		t.Errorf("the merged JUnit does not hold pytest's case and freeze's leftover beside it, with one classname:\n%s", out)
 	}
 	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(helper) + ` 60 .*started by the pytest test \S*test_daemon.py::test_starts_a_daemon \(call\) \(xdist worker gw\d\), through .*-m pytest`).MatchString(c.Stderr()) {
@@ -1199,4 +1202,32 @@ func TestRunSaysWhatTheWaitDelayCost(t *testing.T) {
 			t.Errorf("--wait-delay %s: says what the wait cost %v, want %v:\n%s", tc.delay, says, tc.says, c.Stderr())
 		}
 	}
+}
+
+// junitMerge merges JUnit files with a real consumer's parser (Debian's
+// python3-junitparser, as a CI system's JUnit view would), and returns
+// a line per case: "SUITE | CLASSNAME | NAME | pass|fail". It reports
+// false where junitparser is not installed, and fails the test where it
+// cannot merge the files.
+func junitMerge(t *testing.T, files ...string) (string, bool) {
+	t.Helper()
+	merge := `import sys, junitparser
+x = junitparser.JUnitXml()
+for f in sys.argv[1:]:
+    y = junitparser.JUnitXml.fromfile(f)
+    for s in ([y] if isinstance(y, junitparser.TestSuite) else list(y)):
+        x.add_testsuite(s)
+for s in x:
+    for c in s:
+        print(s.name, "|", c.classname, "|", c.name, "|", "fail" if c.result else "pass")
+`
+	out, err := exec.Command("/usr/bin/python3", append([]string{"-c", merge}, files...)...).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "No module named") || errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return "", false
+		}
+		t.Errorf("junitparser could not merge %v: %v\n%s", files, err, out)
+		return "", false
+	}
+	return string(out), true
 }
