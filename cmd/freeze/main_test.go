@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -34,24 +33,7 @@ func (h harnessM) Run() int {
 func TestMain(m *testing.M) {
 	testscript.Main(harnessM{m}, map[string]func(){
 		"freeze": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
-		// A leftover server for the tests of freeze run: it listens on a
-		// loopback port, writes the port to the file it is given and
-		// sleeps. Tests run a copy of the test binary under this name.
-		"freeze-test-listen": listenAndSleep,
 	})
-}
-
-func listenAndSleep() {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.Exit(1)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	if err := os.WriteFile(os.Args[1], []byte(port), 0o644); err != nil {
-		os.Exit(1)
-	}
-	time.Sleep(60 * time.Second)
-	os.Exit(0)
 }
 
 // TestScripts runs testdata/*.txtar: the CLI's words and exit codes, one

@@ -10,19 +10,20 @@ import (
 	"time"
 )
 
-// Each engine's test leaves nothing: after a container ran, and the
-// test's cleanups ran,
-// no process names the engine's directory (a daemon, a shim, a
-// container's process), the directory and its mounts are gone, the cap
-// and every group under it are gone in every hierarchy, and the
-// directories under /run that the daemons make are removed if they
-// were not there before.
+// Each engine's test leaves nothing of its own: after a container ran,
+// and the test's cleanups ran, no process names the engine's directory
+// (a daemon, a shim, a container's process), the directory and its
+// mounts are gone, and the cap and every group under it are gone in
+// every hierarchy. The directories under /run that dockerd and
+// containerd make whatever their flags say are shared with every engine
+// on the machine (another package's tests run theirs at the same time:
+// asserting on them here failed a CI rehearsal): .ci/run's last look
+// checks them, once no test runs.
 func TestEnginesLeaveNothing(t *testing.T) {
 	for _, name := range Engines {
 		t.Run(name, func(t *testing.T) {
 			var r *rig
 			var pids []int
-			runBefore := absentRunDirs()
 			t.Run("run", func(t *testing.T) {
 				e := NewEngine(t, name, 50)
 				switch e := e.(type) {
@@ -60,11 +61,6 @@ func TestEnginesLeaveNothing(t *testing.T) {
 			for _, h := range hierarchies() {
 				if _, err := os.Stat(filepath.Join(h, r.cap.relative)); err == nil {
 					t.Errorf("the cap's group is left in %s", h)
-				}
-			}
-			for _, d := range runBefore {
-				if _, err := os.Stat(d); err == nil {
-					t.Errorf("%s is left (it was not there before the engine)", d)
 				}
 			}
 		})

@@ -81,7 +81,7 @@ func arm64Tree(t *testing.T, parts string) string {
 	build("build", "-tags", "osusergo,netgo", "-ldflags", static, "-o", filepath.Join(root, "bin/freeze"), "./cmd/freeze")
 	build("test", "-c", "-tags", "osusergo,netgo", "-ldflags", static, "-o", filepath.Join(root, "t/gate.test"), "./internal/gate")
 	build("test", "-c", "-tags", "osusergo,netgo", "-ldflags", static, "-o", filepath.Join(root, "t/stop.test"), "./internal/stop/live")
-	build("test", "-c", "-tags", "osusergo,netgo", "-ldflags", static, "-o", filepath.Join(root, "t/cmd.test"), "./cmd/freeze")
+	build("test", "-c", "-tags", "osusergo,netgo", "-ldflags", static, "-o", filepath.Join(root, "t/cmd.test"), "./cmd/freeze/live")
 	if out, err := exec.Command("aarch64-linux-gnu-gcc", "-O2", "-static", "-o", filepath.Join(root, "t/chain"),
 		filepath.Join(mod, "internal/containtest/fixture/chain.c")).CombinedOutput(); err != nil {
 		t.Fatalf("build the chain fixture for arm64: %v\n%s", err, out)

@@ -15,7 +15,7 @@ import (
 // guestTree builds the VM's root: busybox (its applets, PID 1's shell),
 // bash-static as /bin/sh and /bin/bash (the gate's tests copy /bin/sh
 // and run the copy under another name, which busybox would not answer
-// to), freeze, the test binaries (gate, stop, and cmd/freeze's for
+// to), freeze, the test binaries (gate, stop, and cmd/freeze/live's for
 // freeze run), the chain fixture built statically, btrfs-progs, and
 // every library ldd names.
 func guestTree(t *testing.T) string {
@@ -37,7 +37,7 @@ func guestTree(t *testing.T) string {
 	build("build", "-o", filepath.Join(root, "bin/freeze"), "./cmd/freeze")
 	build("test", "-c", "-o", filepath.Join(root, "t/gate.test"), "./internal/gate")
 	build("test", "-c", "-o", filepath.Join(root, "t/stop.test"), "./internal/stop/live")
-	build("test", "-c", "-o", filepath.Join(root, "t/cmd.test"), "./cmd/freeze")
+	build("test", "-c", "-o", filepath.Join(root, "t/cmd.test"), "./cmd/freeze/live")
 	build("test", "-c", "-o", filepath.Join(root, "t/guard.test"), "./internal/guard")
 	if out, err := exec.Command("cc", "-O2", "-static", "-o", filepath.Join(root, "t/chain"),
 		filepath.Join(mod, "internal/containtest/fixture/chain.c")).CombinedOutput(); err != nil {

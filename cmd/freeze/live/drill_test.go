@@ -1,4 +1,4 @@
-package main
+package live
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ import (
 // VMs have no go command).
 func buildFreeze(t *testing.T) string {
 	t.Helper()
-	return containtest.GoBinary(t, ".", "freeze", "FREEZE_TEST_BIN")
+	return containtest.GoBinary(t, "..", "freeze", "FREEZE_TEST_BIN")
 }
 
 // freeze drill, run as an operator would, inside the harness's own capped

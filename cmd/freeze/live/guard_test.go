@@ -1,4 +1,4 @@
-package main
+package live
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	"freeze/internal/guard"
 	"freeze/internal/proc"
 	"freeze/internal/testenv"
+	"freeze/internal/timeline"
 )
 
 // startGuard starts 'freeze guard' through the harness (capped, owned,
@@ -215,7 +216,7 @@ func TestGuard(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		b, err := cmd.CombinedOutput()
-		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitRefused || !strings.Contains(string(b), "uid 65534 may not ask") {
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != timeline.ExitRefused || !strings.Contains(string(b), "uid 65534 may not ask") {
 			t.Fatalf("client as uid 65534: %v (exit %d)\n%s", err, cmd.ProcessState.ExitCode(), b)
 		}
 		waitLog(t, dir, 10*time.Second, func(e logLine) bool { return e.Event == "refused" && e.refused().UID == 65534 })
