@@ -33,12 +33,11 @@ const initPids = 16
 
 type Containerd struct {
 	*rig
-	ctr     string
-	sock    string
-	ns      string
-	ctd     *daemon
-	ids     []string
-	runDirs []string
+	ctr  string
+	sock string
+	ns   string
+	ctd  *daemon
+	ids  []string
 }
 
 // NewContainerd starts a containerd for one test, its containers capped
@@ -52,7 +51,7 @@ func NewContainerd(t testing.TB, capMax int) *Containerd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Containerd{rig: newRig(t, "cd", capMax), ctr: ctr, ns: "k8s.io", runDirs: absentRunDirs()}
+	c := &Containerd{rig: newRig(t, "cd", capMax), ctr: ctr, ns: "k8s.io"}
 	t.Cleanup(c.cleanup)
 	c.ctd, c.sock = c.startContainerd()
 	registerComm("containerd-shim")
@@ -207,6 +206,6 @@ func (c *Containerd) cleanup() {
 	killUnder(c.cap.dir)
 	c.killMentioning()
 	c.removeGroups()
-	removeEmpty(c.runDirs)
+	c.removeRunDirs()
 	c.removeDir()
 }

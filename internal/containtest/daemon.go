@@ -116,45 +116,74 @@ func (r *rig) waitReady(d *daemon, ready func() error) {
 }
 
 // killMentioning kills every process whose command line names the rig's
-// directory: what a daemon left running there (a containerd shim,
-// started with the daemon's socket in it, outlives its daemon by
-// design). The directory is the test's own, so nothing else names it.
+// directory, and waits up to 10 s for them to go: what a daemon left
+// running there (a containerd shim, started with the daemon's socket in
+// it, outlives its daemon by design). The directory is the test's own,
+// so nothing else names it.
 func (r *rig) killMentioning() {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		pids := naming([]byte(r.dir+"/"), nil)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+// naming lists the live processes (not zombies: their command line
+// reads empty) whose command line holds mark and not except.
+func naming(mark, except []byte) []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
-	me := []byte(r.dir + "/")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, me) {
-			unix.Kill(pid, unix.SIGKILL)
-		}
-	}
-}
-
-// runDirs are the directories under /run that dockerd and containerd
-// make whatever their flags say: dockerd's plugin sockets, and the
-// shims' sockets (containerd 1.6 puts them in /run/containerd/s).
-var runDirs = []string{"/run/docker/plugins", "/run/docker", "/run/containerd/s", "/run/containerd"}
-
-// absentRunDirs lists those of runDirs that do not exist yet: the ones
-// the rig removes at its end (if empty; a machine's own are left).
-func absentRunDirs() []string {
-	var out []string
-	for _, d := range runDirs {
-		if _, err := os.Lstat(d); err != nil {
-			out = append(out, d)
+		if err == nil && bytes.Contains(b, mark) && (except == nil || !bytes.Contains(b, except)) {
+			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-func removeEmpty(dirs []string) {
-	for _, d := range dirs {
-		os.Remove(d)
+// removeRunDirs removes what dockerd and containerd make under /run
+// whatever their flags say: dockerd's plugin sockets' directory
+// (/run/docker/plugins) and the shims' sockets' (containerd 1.6 puts them
+// in /run/containerd/s). It runs after the rig's own daemons and shims
+// are gone, and does nothing while another engine of the harness's runs
+// on the machine (a process names its directory: another package's
+// tests run theirs at the same time), so the last one to end removes
+// them. It takes a directory only as the harness's daemons leave it: a
+// machine's own dockerd or containerd keeps more there (its runtime
+// state, containerd.sock), and its directories stay.
+func (r *rig) removeRunDirs() {
+	if r.otherEngines() {
+		return
 	}
+	for _, d := range []struct{ top, sub string }{{"/run/docker", "plugins"}, {"/run/containerd", "s"}} {
+		ents, err := os.ReadDir(d.top)
+		if err != nil || len(ents) != 1 || ents[0].Name() != d.sub || !ents[0].IsDir() {
+			continue
+		}
+		if os.Remove(filepath.Join(d.top, d.sub)) == nil {
+			os.Remove(d.top)
+		}
+	}
+}
+
+// otherEngines reports whether a process names the directory of
+// another engine of the harness's than r's (its daemons, its shims).
+func (r *rig) otherEngines() bool {
+	for _, kind := range []string{"dk", "cd"} {
+		if len(naming([]byte(filepath.Join(os.TempDir(), "ct"+kind+"-")), []byte(r.dir+"/"))) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // startContainerd starts a containerd whose every path is in the rig's

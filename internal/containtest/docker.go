@@ -26,7 +26,6 @@ type Docker struct {
 	host    string // unix://SOCKET
 	ctd     *daemon
 	dockerd *daemon
-	runDirs []string
 }
 
 // NewDocker starts a Docker engine for one test, its containers capped
@@ -48,7 +47,7 @@ func NewDocker(t testing.TB, capMax int) *Docker {
 			t.Skip("no docker client: install Debian's docker.io (.ci/run does)")
 		}
 	}
-	d := &Docker{rig: newRig(t, "dk", capMax), bin: bin, runDirs: absentRunDirs()}
+	d := &Docker{rig: newRig(t, "dk", capMax), bin: bin}
 	t.Cleanup(d.cleanup)
 	var sock string
 	d.ctd, sock = d.startContainerd()
@@ -142,6 +141,6 @@ func (d *Docker) cleanup() {
 	killUnder(d.cap.dir)
 	d.killMentioning()
 	d.removeGroups()
-	removeEmpty(d.runDirs)
+	d.removeRunDirs()
 	d.removeDir()
 }

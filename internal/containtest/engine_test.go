@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -44,7 +43,7 @@ func TestEnginesLeaveNothing(t *testing.T) {
 			if r == nil {
 				t.Skip("the engine did not start (see the subtest)")
 			}
-			if got := mentioning(r.dir); len(got) > 0 {
+			if got := naming([]byte(r.dir+"/"), nil); len(got) > 0 {
 				t.Errorf("processes still name %s: %v", r.dir, got)
 			}
 			for _, pid := range pids {
@@ -65,20 +64,4 @@ func TestEnginesLeaveNothing(t *testing.T) {
 			}
 		})
 	}
-}
-
-// mentioning lists the processes whose command line names dir.
-func mentioning(dir string) []string {
-	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(dir+"/")) {
-			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return out
 }
