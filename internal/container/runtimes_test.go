@@ -94,10 +94,15 @@ func (s *scene) contained(t *testing.T, code int, stderr string, decoyBefore int
 }
 
 // eachEngine runs test once per runtime (podman, docker, containerd),
-// each as a subtest named after it.
+// each as a subtest named after it, in parallel (go test's -parallel, 2
+// here): each has its runtime, cap, chain and decoy of its own, and
+// most of a subtest is waiting for a daemon or a chain.
 func eachEngine(t *testing.T, test func(t *testing.T, engine string)) {
 	for _, e := range containtest.Engines {
-		t.Run(e, func(t *testing.T) { test(t, e) })
+		t.Run(e, func(t *testing.T) {
+			t.Parallel()
+			test(t, e)
+		})
 	}
 }
 
