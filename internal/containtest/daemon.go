@@ -71,7 +71,7 @@ func (d *daemon) alive() bool {
 	}
 }
 
-// Log is what the daemon wrote, its last 2,000 bytes.
+// tail is what the daemon wrote, its last 2,000 bytes.
 func (d *daemon) tail() string {
 	b, _ := os.ReadFile(d.log)
 	if len(b) > 2000 {
