@@ -206,6 +206,5 @@ func (c *Containerd) cleanup() {
 	killUnder(c.cap.dir)
 	c.killMentioning()
 	c.removeGroups()
-	c.removeRunDirs()
 	c.removeDir()
 }

@@ -153,17 +153,11 @@ func naming(mark, except []byte) []int {
 // removeRunDirs removes what dockerd and containerd make under /run
 // whatever their flags say: dockerd's plugin sockets' directory
 // (/run/docker/plugins) and the shims' sockets' (containerd 1.6 puts them
-// in /run/containerd/s). It runs after the rig's own daemons and shims
-// are gone, and does nothing while another engine of the harness's runs
-// on the machine (a process names its directory: another package's
-// tests run theirs at the same time), so the last one to end removes
-// them. It takes a directory only as the harness's daemons leave it: a
-// machine's own dockerd or containerd keeps more there (its runtime
-// state, containerd.sock), and its directories stay.
-func (r *rig) removeRunDirs() {
-	if r.otherEngines() {
-		return
-	}
+// in /run/containerd/s). The last engine to end calls it (rig.sweep). It
+// takes a directory only as the harness's daemons leave it: a machine's
+// own dockerd or containerd keeps more there (its runtime state,
+// containerd.sock), and its directories stay.
+func removeRunDirs() {
 	for _, d := range []struct{ top, sub string }{{"/run/docker", "plugins"}, {"/run/containerd", "s"}} {
 		ents, err := os.ReadDir(d.top)
 		if err != nil || len(ents) != 1 || ents[0].Name() != d.sub || !ents[0].IsDir() {
@@ -173,17 +167,6 @@ func (r *rig) removeRunDirs() {
 			os.Remove(d.top)
 		}
 	}
-}
-
-// otherEngines reports whether a process names the directory of
-// another engine of the harness's than r's (its daemons, its shims).
-func (r *rig) otherEngines() bool {
-	for _, kind := range []string{"dk", "cd"} {
-		if len(naming([]byte(filepath.Join(os.TempDir(), "ct"+kind+"-")), []byte(r.dir+"/"))) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // startContainerd starts a containerd whose every path is in the rig's

@@ -141,6 +141,5 @@ func (d *Docker) cleanup() {
 	killUnder(d.cap.dir)
 	d.killMentioning()
 	d.removeGroups()
-	d.removeRunDirs()
 	d.removeDir()
 }

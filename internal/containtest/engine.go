@@ -62,12 +62,11 @@ type rig struct {
 	t   testing.TB
 	dir string
 	cap *pidsCap
-	// made are the groups above the cap that the runtime will make in
-	// the other hierarchies (runc makes a container's parent in every
-	// v1 controller): under an outer freeze run, the cap's parent exists
-	// only in pids and the unified hierarchy, and podman made it in
-	// blkio, memory and the rest, where it was left after the suite.
-	made []string
+	// lock is a shared flock on the cap's parent group: every engine
+	// under the same parent (the test binaries of one go test, under an
+	// outer freeze run) holds one, and the last to end is the one that
+	// takes it exclusively (sweep).
+	lock *os.File
 	n    int
 }
 
@@ -91,11 +90,11 @@ func newRig(t testing.TB, kind string, capMax int) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, dir: dir, cap: c}
-	for _, h := range hierarchies() {
-		for d := filepath.Dir(c.relative); d != "/" && d != "."; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(h, d)); err != nil {
-				r.made = append(r.made, filepath.Join(h, d))
-			}
+	if f, err := os.Open(filepath.Dir(c.dir)); err == nil {
+		if unix.Flock(int(f.Fd()), unix.LOCK_SH) == nil {
+			r.lock = f
+		} else {
+			f.Close()
 		}
 	}
 	return r
@@ -186,19 +185,49 @@ func (r *rig) watch(c *Container, timeout time.Duration) {
 }
 
 // removeGroups removes the cgroup directories the runtime made under
-// the cap in every hierarchy, then the cap, and the groups above it
-// that the runtime made; it fails the test if the cap is left.
+// the cap in every hierarchy, then the cap, and fails the test if the
+// cap is left; then, if this is the last engine under the cap's parent
+// to end, sweeps what the runtimes made for all of them (sweep).
 func (r *rig) removeGroups() {
 	for _, h := range hierarchies() {
 		removeTree(filepath.Join(h, r.cap.relative))
 	}
-	// Deepest first (made lists each hierarchy's from the deepest up).
-	for _, d := range r.made {
-		os.Remove(d)
-	}
 	if _, err := os.Stat(r.cap.dir); err == nil {
 		r.t.Errorf("containtest: the containers' cap %s is left behind", r.cap.dir)
 	}
+	if r.lock == nil {
+		r.sweep()
+		return
+	}
+	// Converting the shared lock drops it first: of two engines that
+	// end at once, the second to try gets it.
+	if unix.Flock(int(r.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		r.sweep()
+	}
+	r.lock.Close()
+	r.lock = nil
+}
+
+// sweep removes what the runtimes make outside their caps, once no other
+// engine under the same parent runs: the cap's parent groups in the
+// hierarchies where only a runtime made them (runc makes a container's
+// parent in every v1 controller: under an outer freeze run, whose group
+// exists only in pids and the unified hierarchy, the containers' runtimes
+// made /sys/fs/cgroup/blkio/freeze-run-* and the rest), and the
+// directories dockerd and containerd make in /run. Only an empty group
+// is removed (rmdir fails on one that holds a process or a group: the
+// test's own, freeze run's); and each /run directory only as the
+// harness's daemons leave it (removeRunDirs). Rehearsal 24 left the
+// blkio group: each engine had removed only the parents it had found
+// missing at its start, and of three at once the one that ended first
+// had found them missing.
+func (r *rig) sweep() {
+	for _, h := range hierarchies() {
+		for d := filepath.Dir(r.cap.relative); d != "/" && d != "."; d = filepath.Dir(d) {
+			os.Remove(filepath.Join(h, d))
+		}
+	}
+	removeRunDirs()
 }
 
 // removeDir unmounts what the runtime left mounted in the rig's
