@@ -198,8 +198,8 @@ func (c *Containerd) cleanup() {
 			c.Ctr("task", "delete", "--force", id)
 			c.Ctr("container", "delete", id)
 		}
-		if out, err := c.Ctr("image", "list", "--quiet"); err == nil && len(lines(out)) > 0 {
-			c.Ctr(append([]string{"image", "remove"}, lines(out)...)...)
+		if out, err := c.Ctr("image", "list", "--quiet"); err == nil && len(strings.Fields(out)) > 0 {
+			c.Ctr(append([]string{"image", "remove"}, strings.Fields(out)...)...)
 		}
 	}
 	c.ctd.stop(30 * time.Second)

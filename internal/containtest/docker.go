@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,7 +111,7 @@ func (d *Docker) Run(s ContainerSpec) *Container {
 	if err != nil {
 		d.t.Fatalf("docker run: %v\n%s", err, out)
 	}
-	l := lines(out)
+	l := strings.Fields(out)
 	id := l[len(l)-1]
 	c := &Container{ID: id, Group: filepath.Join(parent, id), e: d}
 	d.watch(c, s.Timeout)
@@ -132,8 +133,8 @@ func (d *Docker) logs(id string) string {
 func (d *Docker) cleanup() {
 	killUnder(d.cap.dir)
 	if d.dockerd != nil && d.dockerd.alive() {
-		if out, err := d.Docker("ps", "--all", "--quiet", "--no-trunc"); err == nil && len(lines(out)) > 0 {
-			d.Docker(append([]string{"rm", "--force"}, lines(out)...)...)
+		if out, err := d.Docker("ps", "--all", "--quiet", "--no-trunc"); err == nil && len(strings.Fields(out)) > 0 {
+			d.Docker(append([]string{"rm", "--force"}, strings.Fields(out)...)...)
 		}
 	}
 	d.dockerd.stop(30 * time.Second)
