@@ -5,6 +5,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -51,11 +52,11 @@ func runRunbook(o out, args []string) int {
 	}
 	// The steps' anchors (<a id="step-N"></a>, what the alerts'
 	// runbook_url points at) are for a renderer, not for a terminal.
-	fmt.Fprint(o.Stdout, stepAnchor.ReplaceAllString(text, ""))
+	fmt.Fprint(o.Stdout, stepAnchor().ReplaceAllString(text, ""))
 	return exitZero
 }
 
-var stepAnchor = regexp.MustCompile(`<a id="step-[0-9]+"></a>`)
+var stepAnchor = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<a id="step-[0-9]+"></a>`) })
 
 const runbookUsage = `Usage:
     freeze runbook [NAME]

@@ -64,7 +64,7 @@ func (l *Leftover) name(lin *lineage) {
 	// go-junit-report and gotestsum name a package's cases; and under
 	// its test, where -test.run names one.
 	for _, a := range chain {
-		if goTestRE.MatchString(a.Exe) {
+		if goTestRE().MatchString(a.Exe) {
 			l.Class = goImportPath(a.Dir)
 			l.Test = oneGoTest(a.Args)
 			break

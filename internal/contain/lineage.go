@@ -227,7 +227,7 @@ func describe(pid, parent int) *ancestor {
 	}
 	// The working directory only where it names something: a Go test
 	// binary's package. Each read is paid at every exec of the run.
-	if goTestRE.MatchString(a.Exe) || isMake(a.Exe) {
+	if goTestRE().MatchString(a.Exe) || isMake(a.Exe) {
 		a.Dir, _ = os.Readlink(dir + "/cwd")
 	}
 	return a
@@ -272,14 +272,14 @@ func (l *lineage) chain(pid int) []ancestor {
 }
 
 // goTestRE is a test binary 'go test' built: /tmp/go-build.../bNNN/NAME.test.
-var goTestRE = regexp.MustCompile(`/go-build[0-9]+/b[0-9]+/[^/]+\.test$`)
+var goTestRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/go-build[0-9]+/b[0-9]+/[^/]+\.test$`) })
 
 // startedBy names who started a leftover, in a phrase: the nearest Go
 // test binary's package (go test runs it in the package's directory), or
 // the ancestors' argv.
 func startedBy(chain []ancestor) string {
 	for _, a := range chain {
-		if goTestRE.MatchString(a.Exe) {
+		if goTestRE().MatchString(a.Exe) {
 			what := "the Go test binary " + filepath.Base(a.Exe) + " of package " + a.Dir
 			for _, arg := range a.Args {
 				if strings.HasPrefix(arg, "-test.run=") {
@@ -448,11 +448,11 @@ func oneGoTest(args []string) string {
 			continue
 		}
 		v = strings.TrimSuffix(strings.TrimPrefix(v, "^"), "$")
-		if goTestName.MatchString(v) {
+		if goTestName().MatchString(v) {
 			return v
 		}
 	}
 	return ""
 }
 
-var goTestName = regexp.MustCompile(`^Test[A-Za-z0-9_]*$`)
+var goTestName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^Test[A-Za-z0-9_]*$`) })

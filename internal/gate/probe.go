@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -108,14 +109,14 @@ var kfuncSince = map[string]string{
 	"bpf_send_signal_task": "6.13",
 }
 
-var kfuncRE = regexp.MustCompile(`kfunc "([a-z_0-9]+)": not supported`)
+var kfuncRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`kfunc "([a-z_0-9]+)": not supported`) })
 
 // Explain turns a load error into what the operator can act on.
 func Explain(err error) string {
 	// cilium/ebpf suggests RLIMIT_MEMLOCK on any EPERM; kernels since
 	// 5.11 charge BPF memory to the cgroup instead, so that is noise.
 	msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
-	if m := kfuncRE.FindStringSubmatch(msg); m != nil {
+	if m := kfuncRE().FindStringSubmatch(msg); m != nil {
 		since := kfuncSince[m[1]]
 		if since == "" {
 			since = "a newer release"

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"freeze/internal/say"
@@ -218,7 +219,7 @@ func stripUsage(s string) string {
 
 // optLine is an option's first line: a term, two or more spaces, then
 // its description; an exit code's is a number and its words.
-var optLine = regexp.MustCompile(`^ {2,8}(\S.*?)(?: {2,}(.*))?$`)
+var optLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ {2,8}(\S.*?)(?: {2,}(.*))?$`) })
 
 // writeOptions writes an indented list (options, or exit codes) as .TP
 // items: a line indented as the list is a new term; a line indented
@@ -234,7 +235,7 @@ func writeOptions(b *strings.Builder, lines []string) {
 		// A term: an option (a dash, indented as the list or a little
 		// more, where it has no short form), or an exit code.
 		if in <= indent+4 && strings.HasPrefix(first, "-") || in == indent && first != "" && first[0] >= '0' && first[0] <= '9' {
-			m := optLine.FindStringSubmatch(l)
+			m := optLine().FindStringSubmatch(l)
 			if m == nil {
 				continue
 			}
@@ -325,7 +326,7 @@ var methodWords = []string{"auto", "bpf", "cgroup2", "cgroup1", "sigstop", "none
 
 // formatRE finds a command's --format values where its usage lists them
 // ("--format text|json|prometheus").
-var formatRE = regexp.MustCompile(`--format ([a-z]+(?:\|[a-z]+)+)`)
+var formatRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`--format ([a-z]+(?:\|[a-z]+)+)`) })
 
 // formatsOf lists the values --format takes for cmd, from its usage.
 func (bk Book) formatsOf(cmd string) []string {
@@ -334,7 +335,7 @@ func (bk Book) formatsOf(cmd string) []string {
 	}
 	seen := map[string]bool{}
 	var out []string
-	for _, m := range formatRE.FindAllStringSubmatch(bk.usage(cmd), -1) {
+	for _, m := range formatRE().FindAllStringSubmatch(bk.usage(cmd), -1) {
 		for _, f := range strings.Split(m[1], "|") {
 			if !seen[f] {
 				seen[f] = true

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,13 +15,13 @@ import (
 // procView matches a path that names a file as another process sees it:
 // /proc/PID/exe (the file it runs) and /proc/PID/root/REST (REST inside
 // its root, which is a container's root for a container's process).
-var procView = regexp.MustCompile(`^/proc/([1-9][0-9]*)/(exe|root)(/.*)?$`)
+var procView = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/proc/([1-9][0-9]*)/(exe|root)(/.*)?$`) })
 
 // IsProcView reports whether path names a file through a process's own
 // view (/proc/PID/exe, /proc/PID/root/...): its text is not a path of
 // this mount namespace, and must never be resolved as one.
 func IsProcView(path string) bool {
-	m := procView.FindStringSubmatch(path)
+	m := procView().FindStringSubmatch(path)
 	return m != nil && (m[2] == "root" || m[3] == "")
 }
 
@@ -43,7 +44,7 @@ func IsProcView(path string) bool {
 //
 // The caller fstats the descriptor and acts on it, never on the text.
 func OpenProcView(path string) (int, error) {
-	m := procView.FindStringSubmatch(path)
+	m := procView().FindStringSubmatch(path)
 	if m == nil || (m[2] == "exe" && m[3] != "") {
 		return -1, fmt.Errorf("%s is not /proc/PID/exe or /proc/PID/root/PATH", path)
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -55,13 +56,13 @@ func EditDistance(a, b string) int {
 
 // optionRE finds an option where an "Options:" list defines it: indented,
 // an optional short form, then the long one.
-var optionRE = regexp.MustCompile(`(?m)^ {4,8}(?:-([a-zA-Z]), )?--([a-z][a-z0-9-]*)`)
+var optionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^ {4,8}(?:-([a-zA-Z]), )?--([a-z][a-z0-9-]*)`) })
 
 // Options lists the long options (with "--") and short ones that a usage
 // text's "Options:" list defines.
 func Options(usage string) []string {
 	var out []string
-	for _, m := range optionRE.FindAllStringSubmatch(usage, -1) {
+	for _, m := range optionRE().FindAllStringSubmatch(usage, -1) {
 		out = append(out, "--"+m[2])
 		if m[1] != "" {
 			out = append(out, "-"+m[1])

@@ -10,6 +10,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"freeze/internal/show"
 )
@@ -59,12 +60,14 @@ func (o Out) FlagError(prefix string, err error, flags []string) {
 
 // parseErr is what strconv says of a word that is not a number, as pflag
 // passes it on: "strconv.ParseInt: parsing "abc": invalid syntax".
-var parseErr = regexp.MustCompile(`strconv\.Parse\w+: parsing "(?:[^"\\]|\\.)*": (invalid syntax|value out of range)`)
+var parseErr = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`strconv\.Parse\w+: parsing "(?:[^"\\]|\\.)*": (invalid syntax|value out of range)`)
+})
 
 // plainNumbers says a number flag's error in words: "not a whole number",
 // "out of range", not Go's strconv.
 func plainNumbers(msg string) string {
-	return parseErr.ReplaceAllStringFunc(msg, func(m string) string {
+	return parseErr().ReplaceAllStringFunc(msg, func(m string) string {
 		if strings.HasSuffix(m, "value out of range") {
 			return "out of range"
 		}
