@@ -91,11 +91,11 @@ var ErrDeadline = errors.New("deadline passed")
 // gone) and continued, so the set is never left half-moved.
 var ErrStopped = errors.New("stopped between rounds")
 
-// A Group is the frozen set. What differs between the cgroup methods is
-// a method of it. The gate is attached before the first scan
-// (AttachGate, gateset.go, which the stop order calls) and made the
-// run's Group by OpenGated, not by Open; the stop order asks the Method
-// (TriesGate, GateOnly) rather than comparing names.
+// A Group is the frozen set. What differs between the methods is a
+// method of it. The gate's one step before the first scan is Seal
+// (bpf.go), which the stop order calls where the Method tries the gate
+// (TriesGate, GateOnly), rather than comparing names; Open then makes
+// the sealed chain the run's Group.
 type Group interface {
 	Method() Method
 	// Where names the set: a cgroup directory, or "SIGSTOP".
@@ -152,10 +152,53 @@ func RemovedWords(g Group) string {
 // cgroupTerms are the words of every set that moves processes in.
 func cgroupTerms() (moved, inside string) { return "moved in", "in the group" }
 
-// Open makes (or, after --hold, reuses) the group for name with method m.
-// With Auto it tries each method in turn and says why it took the one it
-// did and why it passed over the others.
-func Open(fs proc.FS, m Method, name string) (Group, string, error) {
+// Opener makes the group of a cgroup method or sigstop for name:
+// openMethod, or a test's (Options.Open).
+type Opener func(fs proc.FS, m Method, name string) (Group, string, error)
+
+// Options are what Open needs beyond the method.
+type Options struct {
+	// Sealed is the chain the gate holds from before the first scan
+	// (Seal), or nil: then Open makes a group.
+	Sealed *Sealed
+	// SealWhy is why the gate could not seal, where it was tried.
+	SealWhy string
+	// Hold: the set must hold once the run ends (--hold), so a sealed
+	// chain goes into a group too.
+	Hold bool
+	// Open makes the group of a method; nil is freeze's own.
+	Open Opener
+}
+
+// Open is the one door to a run's frozen set. For bpf (and auto, where
+// the gate sealed the chain) it is the sealed chain; else it makes (or,
+// after --hold, reuses) the group for name with method m; for bpf
+// without its gate, a group of the first method that works. With Auto it
+// tries each method in turn. It says why it took the one it did and why
+// it passed over the others.
+func Open(fs proc.FS, m Method, name string, o Options) (Group, string, error) {
+	open := o.Open
+	if open == nil {
+		open = openMethod
+	}
+	switch {
+	case o.Sealed != nil:
+		return openGated(fs, o.Sealed.Gate, o.Hold, name)
+	case m.GateOnly():
+		g, why, err := open(fs, Auto, name)
+		return g, "asked for bpf, but the gate is not available (" + o.SealWhy + "); " + why, err
+	default:
+		g, why, err := open(fs, m, name)
+		if o.SealWhy != "" {
+			why += "; passed over bpf (" + o.SealWhy + ")"
+		}
+		return g, why, err
+	}
+}
+
+// openMethod makes (or, after --hold, reuses) the group for name with a
+// cgroup method or sigstop; with Auto, the first that works.
+func openMethod(fs proc.FS, m Method, name string) (Group, string, error) {
 	if m != Auto {
 		g, err := open(fs, m, name)
 		if err != nil {

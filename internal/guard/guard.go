@@ -31,7 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"freeze/internal/gate"
+	"freeze/internal/freeze"
 	"freeze/internal/incident"
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
@@ -83,7 +83,7 @@ type Asked struct {
 // it), spare hands the run the gate the guard loaded ahead (nil for
 // none). freeze's own is the stop order's, order.Asked, which
 // cmd/freeze gives the guard; a test gives its own.
-type Runner func(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *gate.Gate) incident.Report
+type Runner func(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) incident.Report
 
 // Config arms a guard.
 type Config struct {
@@ -523,7 +523,7 @@ func (g *Guard) run(ctx context.Context, req Asked, stdout, stderr io.Writer) in
 	if g.c.Run == nil {
 		return incident.Report{Code: timeline.ExitSurvivors, Outcome: timeline.StepFailed, Err: errors.New("this guard was armed with no runner")}
 	}
-	var spare func() *gate.Gate
+	var spare func() *freeze.Spare
 	if g.c.Armed != nil {
 		spare = g.c.Armed.Take
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"freeze/internal/gate"
+	"freeze/internal/freeze"
 	"freeze/internal/incident"
 	"freeze/internal/proc"
 	"freeze/internal/say"
@@ -100,7 +100,7 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	got := make(chan []string, 1)
-	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *gate.Gate) incident.Report {
+	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *freeze.Spare) incident.Report {
 		got <- words
 		return incident.Report{Code: 0, Outcome: timeline.StepZero}
 	}}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"freeze/internal/gate"
+	"freeze/internal/freeze"
 	"freeze/internal/incident"
 	"freeze/internal/proc"
 	"freeze/internal/say"
@@ -41,7 +41,7 @@ func arm(t *testing.T) *armed {
 func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 	t.Helper()
 	a := &armed{dir: filepath.Join(t.TempDir(), "run")}
-	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *gate.Gate) incident.Report {
+	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *freeze.Spare) incident.Report {
 		stdout, stderr := o.Stdout, o.Stderr
 		a.mu.Lock()
 		a.asked = append(a.asked, words)

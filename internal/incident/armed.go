@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"freeze/internal/gate"
+	"freeze/internal/freeze"
 )
 
 // Armed is the armed form of a run, as a guard keeps it between
@@ -17,7 +17,7 @@ import (
 // at a time, so one spare is enough. A request takes the spare (Take),
 // and AfterRun readies the next.
 type Armed struct {
-	spare *gate.Gate
+	spare *freeze.Spare
 	// GateOK and GateWhy are what the probe said when Arm armed it.
 	GateOK  bool
 	GateWhy string
@@ -30,8 +30,8 @@ func Arm(say func(string)) *Armed {
 	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
 		say(fmt.Sprintf("warning: mlockall: %v; the guard's memory may be paged out", err))
 	}
-	k := gate.Probe("")
-	r := &Armed{GateOK: k[0].OK, GateWhy: k[0].Why}
+	ok, why := freeze.GateLoads()
+	r := &Armed{GateOK: ok, GateWhy: why}
 	say(fmt.Sprintf("gate: %s: %s", map[bool]string{true: "loads", false: "not available"}[r.GateOK], r.GateWhy))
 	if r.GateOK {
 		r.load()
@@ -48,15 +48,14 @@ func (r *Armed) load() {
 	if r.spare != nil || !r.GateOK {
 		return
 	}
-	if g, err := gate.Load(gate.Config{Ahead: true}); err == nil {
-		g.LoadExtras()
-		r.spare = g
+	if s, err := freeze.LoadSpare(); err == nil {
+		r.spare = s
 	}
 }
 
-// Take hands the spare gate to a run (its Request.Gate), which owns it
+// Take hands the spare gate to a run (its Request.Spare), which owns it
 // from then on; nil when there is none.
-func (r *Armed) Take() *gate.Gate {
+func (r *Armed) Take() *freeze.Spare {
 	if r == nil {
 		return nil
 	}

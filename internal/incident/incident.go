@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"freeze/internal/freeze"
-	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
@@ -63,12 +62,12 @@ type Request struct {
 	// Command is the run as the operator would type it, for the record
 	// and the run lock.
 	Command []string
-	// Gate, if not nil, is a gate a guard loaded ahead (its spare): the
-	// run owns it from here on.
-	Gate *gate.Gate
+	// Spare, if not nil, is a gate a guard loaded ahead: the run owns it
+	// from here on.
+	Spare *freeze.Spare
 	// FS is the /proc the run reads, its zero value this machine's
-	// (proc.Default); Open opens the frozen set, nil for freeze.Open. A
-	// test gives a fixture tree and its group.
+	// (proc.Default); Open makes a method's group, nil for freeze's own.
+	// A test gives a fixture tree and its group.
 	FS   proc.FS
 	Open stop.Opener
 	// Tuning is for measurements (the FREEZE_* variables): Run reads
@@ -205,7 +204,7 @@ func run(ctx context.Context, req Request, raised []string, rec *timeline.Record
 	})
 	stopWatch := recordSignals(ctx, rec)
 	res, err := stop.Run(ctx, stop.Config{
-		Name: req.Name, FS: req.fs(), Open: req.Open, Tuning: req.tuning(), Spec: req.Spec, Method: req.Method, BTF: req.BTF, Gate: req.Gate, Hold: req.Hold, DryRun: req.DryRun,
+		Name: req.Name, FS: req.fs(), Open: req.Open, Tuning: req.tuning(), Spec: req.Spec, Method: req.Method, BTF: req.BTF, Spare: req.Spare, Hold: req.Hold, DryRun: req.DryRun,
 		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
 		Command: req.Command, Priority: raised, LiftedAt: liftedAt(), LiftCPU: liftCPU(),
 		RevokeExec: req.RevokeExec, Disposable: req.Disposable, Force: req.Force,

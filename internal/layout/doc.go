@@ -9,6 +9,8 @@
 //   - guard serves; it does not import order (cmd/freeze gives it its
 //     runner), and drill does not import guard (cmd/freeze gives it its
 //     asker).
+//   - The gate is one of freeze's methods: stop, incident and order do
+//     not import package gate (freeze.Seal, freeze.Open, freeze.Spare).
 //   - SIGINT, SIGTERM and SIGHUP are caught in cmd/ only: no package
 //     under internal/ calls signal.Notify, but priority for SIGXCPU, the
 //     lift's own watch of its real-time budget.

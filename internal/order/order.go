@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
-	"freeze/internal/gate"
 	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/proc"
@@ -71,7 +70,7 @@ func (f Flags) Timeline() string { return f.timeline }
 // request judged: the words must still name it. ctx is the request's
 // (the guard's: its SIGTERM ends a run between two steps). spare hands the run the
 // gate a guard loaded ahead, once the request has passed its checks.
-func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *gate.Gate) incident.Report {
+func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) incident.Report {
 	f, code := Parse(o, words)
 	if code >= 0 {
 		return incident.Report{Code: code, Outcome: timeline.StepUsage}
@@ -94,7 +93,7 @@ func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, sp
 		return incident.Report{Code: timeline.ExitRefused, Outcome: timeline.StepRefused}
 	}
 	if spare != nil {
-		req.Gate = spare()
+		req.Spare = spare()
 	}
 	return Run(ctx, o, f, req)
 }

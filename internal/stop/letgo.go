@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"freeze/internal/gate"
+	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/timeline"
@@ -29,11 +29,11 @@ const letGoScans = 3
 // decoy is paused until the scan decides it, and never signalled
 // otherwise; the record says how long each was held.
 func (r *run) letGo() error {
-	if !r.byArg || r.gateOn == nil {
+	if !r.byArg || r.sealed == nil {
 		return nil
 	}
 	lg := r.lg
-	g := r.gateOn.Gate
+	g := r.sealed
 	res := r.res
 	for scan := 1; ; scan++ {
 		lg.rec.Scans = scan
@@ -79,7 +79,7 @@ func (r *run) letGo() error {
 // markMatches marks the scan's matches not marked yet (noting, where
 // the mark iterator marked by file, what it marked) and says how many.
 func (r *run) markMatches(res match.Result, byIter bool) int {
-	lg, g := r.lg, r.gateOn.Gate
+	lg, g := r.lg, r.sealed
 	fresh := 0
 	for _, p := range res.Procs {
 		if lg.marked[p.ID] {
@@ -127,17 +127,21 @@ func (r *run) recordLetGo() {
 // letGoState is what letGo has done so far: the scan lets a decoy go as
 // soon as it is decided (match.Scanner.OnPassed), before letGo runs.
 type letGoState struct {
-	t0     time.Time // the gate's attach
-	before gate.Counters
-	marked map[proc.ID]bool
-	freed  map[proc.ID]bool
-	rec    timeline.LetGo
+	t0 time.Time // the gate's attach
+	// The gate's counts of execs of the file and of births in the
+	// chain before the first scan.
+	execs, lineage uint64
+	marked         map[proc.ID]bool
+	freed          map[proc.ID]bool
+	rec            timeline.LetGo
 }
 
 // newLetGo is called once the gate is attached, before the first scan.
-func newLetGo(g *gate.Gate) *letGoState {
+func newLetGo(g *freeze.Sealed) *letGoState {
 	lg := &letGoState{t0: time.Now(), marked: map[proc.ID]bool{}, freed: map[proc.ID]bool{}}
-	lg.before, _ = g.Counters()
+	if c, err := g.Counters(); err == nil {
+		lg.execs, lg.lineage = c.TargetExecs, c.Lineage
+	}
 	return lg
 }
 
@@ -146,9 +150,9 @@ func newLetGo(g *gate.Gate) *letGoState {
 // exec'd the file, none was born of a gated process. Every process the
 // gate holds was then in that scan, and a second is not needed (it cost
 // 26 ms of a 600 ms run against 2,000).
-func (lg *letGoState) nothingNew(g *gate.Gate) bool {
+func (lg *letGoState) nothingNew(g *freeze.Sealed) bool {
 	c, err := g.Counters()
-	return err == nil && c.TargetExecs == lg.before.TargetExecs && c.Lineage == lg.before.Lineage
+	return err == nil && c.TargetExecs == lg.execs && c.Lineage == lg.lineage
 }
 
 func (lg *letGoState) note(err error) {
@@ -170,7 +174,7 @@ func (r *run) free(p match.Proc) {
 		lg.note(err)
 		return
 	}
-	held, err := r.gateOn.Free(h)
+	held, err := r.sealed.Free(h)
 	h.Close()
 	lg.note(err)
 	if held > 0 {

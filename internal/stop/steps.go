@@ -9,7 +9,6 @@ import (
 
 	"freeze/internal/container"
 	"freeze/internal/freeze"
-	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/rounds"
 	"freeze/internal/show"
@@ -280,11 +279,11 @@ func (r *run) nothingToDo() error {
 	return nil
 }
 
-// openGroup makes the frozen group (or reuses a held one): the gate's,
-// or a group of the method (freeze.OpenFor).
+// openGroup makes the frozen set (or reuses a held group): the sealed
+// chain, or a group of the method (freeze.Open).
 func (r *run) openGroup() error {
-	g, why, err := freeze.OpenFor(r.c.FS, r.c.Method, r.c.Name,
-		freeze.OpenOptions{Gate: r.gateOn, GateWhy: r.gateWhy, Hold: r.c.Hold, Open: r.c.Open})
+	g, why, err := freeze.Open(r.c.FS, r.c.Method, r.c.Name,
+		freeze.Options{Sealed: r.sealed, SealWhy: r.gateWhy, Hold: r.c.Hold, Open: r.c.Open})
 	if err != nil {
 		r.out.Kind = Failed
 		r.rec.Record(timeline.StageFreeze, timeline.StepMethodFailed, err.Error(), nil)
@@ -372,10 +371,10 @@ func (r *run) kill() error {
 			timeline.KillProgress{Round: p.N, Live: p.Live, Signaled: p.Signaled, Waiting: p.Waiting, Gone: p.Gone, GroupPopulated: p.Group, TookMS: ms(p.Took)})
 	}
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted, Progress: progress}, func(n rounds.Round) {
-		if n.N == 2 && r.gateOn != nil {
+		if n.N == 2 && r.sealed != nil {
 			// Survivors of the first round: the refusal now guards the
 			// rest (a 32-bit process, which the stop at sys_enter misses).
-			r.gateOn.StartRest()
+			r.sealed.StartRest()
 		}
 		r.rec.RecordOf(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s, the group's kill %v), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, timeline.Dur(n.KillTook), n.Signaled, timeline.Dur(n.Took)),
 			timeline.KillRound{Round: n.N, Live: n.Live, Inside: n.Inside, Signaled: n.Signaled, GroupErr: n.GroupErr, KillMS: ms(n.KillTook), TookMS: ms(n.Took)})
@@ -451,15 +450,13 @@ func (r *run) wantsGate() bool {
 // let go (letGo). In a container's scope the gate knows no file: the
 // scan's matches are marked, and what they start is gated by lineage.
 // Where the gate cannot load, the run falls back to the cgroup methods
-// and says why. freeze.AttachGate loads, fills and attaches it.
+// and says why. freeze.Seal loads, fills and attaches it.
 func (r *run) gate() error {
 	if !r.wantsGate() {
-		return nil // a spare in r.c.Gate is closed at the end of Run
+		return nil // a spare in r.c.Spare is closed at the end of Run
 	}
-	spare := r.c.Gate
-	r.c.Gate = nil // taken: AttachGate uses it or closes it
-	s, err := freeze.AttachGate(r.c.FS, freeze.GateOptions{Spec: r.c.Spec, Force: r.c.Force, Hold: r.c.Hold, BTF: r.c.BTF,
-		Spare: spare, Kill: r.c.Tuning.GateKill, Form: r.c.Tuning.GateForm})
+	s, err := freeze.Seal(r.c.FS, freeze.SealOptions{Spec: r.c.Spec, Force: r.c.Force, Hold: r.c.Hold, BTF: r.c.BTF,
+		Spare: r.c.Spare, Kill: r.c.Tuning.GateKill, Form: r.c.Tuning.GateForm}) // takes the spare: uses it or closes it
 	var formErr *freeze.ErrGateForm
 	switch {
 	case errors.As(err, &formErr):
@@ -467,15 +464,15 @@ func (r *run) gate() error {
 		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: FREEZE_GATE_FORM: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
 		return nil
 	case err != nil:
-		r.gateWhy = gate.Explain(err)
+		r.gateWhy = err.Error() // a *freeze.GateError: in an operator's words
 		r.rec.RecordOf(timeline.StageFreeze, timeline.StepGateUnavailable, "the BPF gate is not available: "+r.gateWhy+"; falling back to the cgroup methods", timeline.GateUnavailable{Error: r.gateWhy, MethodAsked: string(r.c.Method)})
 		return nil
 	}
-	r.gateOn = s
+	r.sealed = s
 	g := s.Gate
 	if r.byArg = len(r.c.Spec.Args) > 0 && g.Files > 0; r.byArg {
 		// Each decoy goes as soon as the scan has decided it.
-		r.lg = newLetGo(g)
+		r.lg = newLetGo(s)
 		r.scanner.OnPassed(r.free)
 	}
 	r.out.GatePrograms = g.ProgramIDs()
@@ -497,10 +494,10 @@ func (r *run) gate() error {
 // and records its counters: after zero is confirmed, part of confirm
 // and record.
 func (r *run) closeGate() {
-	if r.gateOn == nil {
+	if r.sealed == nil {
 		return
 	}
-	msg, d := r.gateOn.Detach()
-	r.gateOn = nil
+	msg, d := r.sealed.Unseal()
+	r.sealed = nil
 	r.rec.RecordOf(timeline.StageRecord, timeline.StepGateDetached, msg, d)
 }

@@ -31,7 +31,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
-	"freeze/internal/gate"
 	"freeze/internal/interrupt"
 	"freeze/internal/match"
 	"freeze/internal/proc"
@@ -40,7 +39,8 @@ import (
 	"freeze/internal/version"
 )
 
-// Opener opens the frozen set for a run: freeze.Open, or a test's.
+// Opener makes the group of a method for a run: freeze's own, or a
+// test's.
 type Opener = freeze.Opener
 
 // Config is one run.
@@ -52,17 +52,17 @@ type Config struct {
 	// config that has none.
 	Name   string
 	Method freeze.Method
-	// Open opens the group the cgroup methods and sigstop freeze into;
-	// nil is freeze.Open. The gate is loaded by the run itself, where
+	// Open makes the group the cgroup methods and sigstop freeze into;
+	// nil is freeze's own. The gate is loaded by the run itself, where
 	// the method tries it.
 	Open Opener
 	// BTF is the kernel type information the gate loads against (--btf);
 	// empty for the running kernel's.
 	BTF string
-	// Gate, if not nil, is a gate loaded ahead and still empty (a guard's
-	// spare): the run fills and attaches it instead of loading one, and
-	// closes it at the end like its own.
-	Gate *gate.Gate
+	// Spare, if not nil, is a gate loaded ahead and still empty (a
+	// guard's): the run fills and attaches it instead of loading one,
+	// and closes it at the end like its own.
+	Spare *freeze.Spare
 	// Tuning is the gate's settings for measurements (the FREEZE_*
 	// variables, read once by the caller).
 	Tuning    Tuning
@@ -177,9 +177,9 @@ type run struct {
 	out      Outcome
 	deadline time.Time
 	scanner  *match.Scanner
-	res      match.Result    // the latest scan
-	gateOn   *freeze.GateSet // attached from before the first scan to the end
-	gateWhy  string          // why the gate could not be used
+	res      match.Result   // the latest scan
+	sealed   *freeze.Sealed // held by the gate from before the first scan to the end
+	gateWhy  string         // why the gate could not be used
 	// byArg: the chain is named with --arg and the gate holds its file's
 	// every process until letGo has sorted them.
 	byArg bool
@@ -224,9 +224,7 @@ func Run(ctx context.Context, c Config, rec *timeline.Recorder) (Outcome, error)
 		r.rec.RecordOf(timeline.StageNone, timeline.StepFailed, err.Error(), timeline.Failure{Error: err.Error()})
 	}
 	r.closeGate()
-	if r.c.Gate != nil {
-		r.c.Gate.Close() // a spare this run had no use for
-	}
+	r.c.Spare.Close() // a spare this run had no use for (nil: none, or taken)
 	return r.out, err
 }
 

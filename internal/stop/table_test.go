@@ -53,7 +53,7 @@ func (fx *fixture) opener(fs proc.FS, m freeze.Method, name string) (freeze.Grou
 	var g freeze.Group
 	switch m {
 	case freeze.Sigstop, freeze.None:
-		real, _, err := freeze.Open(fs, m, name)
+		real, _, err := freeze.Open(fs, m, name, freeze.Options{})
 		if err != nil {
 			return nil, "", err
 		}

@@ -15,29 +15,195 @@ import (
 	"freeze/internal/timeline"
 )
 
-// The gate's life in a run, from its load to its detach: AttachGate
-// (before the first scan), the attached record, Detach (at the end,
-// whatever ended the run). The stop order calls them; OpenGated then
-// makes the attached gate the run's Group.
+// Bpf is the kernel gate (package gate): no process of the chain
+// completes a fork, clone or exec while it is attached, so the set is
+// fixed by construction, and the gate's own kill (one pass of a task
+// iterator in the kernel) takes it without moving anything. With --hold, or to finish a group an earlier --hold
+// left, the gated set also goes into a group of the first cgroup method
+// that works, and that group is what holds once the gate is gone.
+const Bpf Method = "bpf"
 
-// GateOptions are what a run asks of the gate.
-type GateOptions struct {
+// gated is the set the gate holds. The caller seals the chain (Seal)
+// before the first scan and unseals it when the run ends; the group only
+// marks.
+type gated struct {
+	gate *gate.Gate
+	// files reports that the gate knows the targets by file, so a
+	// process matched by path is gated without being marked.
+	files bool
+	// inner is the group that holds, with --hold or a reused group; nil
+	// when the run kills straight from the gate.
+	inner Group
+	// lineage is the gate's lineage count at the last Populated.
+	lineage uint64
+}
+
+// openGated wraps a sealed gate as the run's Group. With hold, or
+// where an earlier --hold left a group for name, the gated set is also
+// moved into a group opened as Open(fs, Auto, name, Options{}) would.
+func openGated(fs proc.FS, gt *gate.Gate, hold bool, name string) (Group, string, error) {
+	g := &gated{gate: gt, files: gt.Files > 0}
+	if c, err := gt.Counters(); err == nil {
+		g.lineage = c.Lineage
+	}
+	why := "the gate is attached: the chain cannot fork or exec, so its set is fixed; killed by the gate's own kill (one pass in the kernel), with no move"
+	if !hold && len(GroupDirs(name)) == 0 {
+		return g, why, nil
+	}
+	inner, innerWhy, err := openMethod(fs, Auto, name)
+	if err != nil {
+		return nil, "", err
+	}
+	g.inner = inner
+	if hold {
+		return g, fmt.Sprintf("the gate is attached; --hold moves the stopped set into %s (%s), which holds it once the gate is gone", inner.Method(), innerWhy), nil
+	}
+	return g, fmt.Sprintf("the gate is attached; an earlier --hold left %s, which is finished too", inner.Where()), nil
+}
+
+func (g *gated) Method() Method { return Bpf }
+
+func (g *gated) Where() string {
+	if g.inner != nil {
+		return g.inner.Where()
+	}
+	return "the BPF gate"
+}
+
+func (g *gated) Freezes() bool { return true }
+func (g *gated) Holds() bool   { return g.inner != nil && g.inner.Holds() }
+
+// StopFirst is the inner group's: a move into a frozen cgroup waits for
+// the forks in flight, and the chain has none (the gate refuses them
+// before the pids charge and the threadgroup lock), but the stop and
+// continue around the move is what turns a gate-stopped process into a
+// frozen one that a thaw resumes.
+func (g *gated) StopFirst() bool { return g.inner != nil && g.inner.StopFirst() }
+
+// KillReachesAll: the gate's kill (a task iterator in the kernel) reaches
+// every process the gate knows, by file or by mark: what Snapshot calls
+// inside. Where the kill iterator did not load (its kfunc is Linux
+// 6.13's), it reaches none, and the rounds signal each by pidfd.
+func (g *gated) KillReachesAll() bool {
+	if g.inner != nil {
+		return g.inner.KillReachesAll()
+	}
+	return g.gate.CanKill()
+}
+
+func (g *gated) ThawHint() string {
+	if g.inner != nil {
+		return g.inner.ThawHint()
+	}
+	return "kill -CONT each stopped pid (the gate stopped them with SIGSTOP; a continued process stops again at its next fork only while the gate is attached)"
+}
+
+func (g *gated) Reused() bool { return g.inner != nil && g.inner.Reused() }
+
+// Snapshot: inside the gate is a process known by its file, or marked in
+// this run; with an inner group, only what is in that group.
+func (g *gated) Snapshot() (func(match.Proc) bool, error) {
+	if g.inner != nil {
+		return g.inner.Snapshot()
+	}
+	return func(p match.Proc) bool {
+		return (g.files && p.Reason == match.ByPath) || g.gate.Marked(p.ID)
+	}, nil
+}
+
+// Move marks h in the gate, and moves it into the inner group if any.
+func (g *gated) Move(h *proc.Handle) error {
+	if err := g.gate.Mark(h); err != nil {
+		return err
+	}
+	if g.inner != nil {
+		return g.inner.Move(h)
+	}
+	return nil
+}
+
+func (g *gated) WaitFrozen(deadline time.Time) error {
+	if g.inner != nil {
+		return g.inner.WaitFrozen(deadline)
+	}
+	return nil
+}
+
+func (g *gated) Kill() error {
+	if g.inner != nil {
+		return g.inner.Kill()
+	}
+	if !g.gate.CanKill() {
+		return nil // KillReachesAll is false: the rounds signal by pidfd
+	}
+	_, err := g.gate.KillAll()
+	return err
+}
+
+// Populated: the gate's set is in no group, so no group can say whether
+// it gained a member. A fork that was in flight when the gate attached
+// can complete late under load (seen in CI: one process of a churning
+// chain alive after zero was confirmed by two empty scans), and every
+// child of the chain is counted by the gate's lineage program: a birth
+// since the last look counts as populated, so the rounds look and kill
+// again before they confirm zero.
+func (g *gated) Populated() (bool, error) {
+	if g.inner != nil {
+		return g.inner.Populated()
+	}
+	c, err := g.gate.Counters()
+	if err != nil {
+		return false, nil
+	}
+	born := c.Lineage != g.lineage
+	g.lineage = c.Lineage
+	return born, nil
+}
+
+func (g *gated) Remove() error {
+	if g.inner != nil {
+		return g.inner.Remove()
+	}
+	return nil
+}
+
+// Terms: the gate marks a match and kills what it gates in one pass in
+// the kernel.
+func (g *gated) Terms() (string, string) {
+	return "marked", "held by the gate, killed by its iterator"
+}
+
+func (g *gated) Notes() []string {
+	notes := []string{fmt.Sprintf("gate knows %d file(s) by identity", g.gate.Files)}
+	if g.inner != nil {
+		notes = append(notes, g.inner.Notes()...)
+	}
+	return notes
+}
+
+// The gate's life in a run, from its load to its detach: Seal (before
+// the first scan), the attached record, Unseal (at the end, whatever
+// ended the run). The stop order calls them; Open then makes the sealed
+// chain the run's Group.
+
+// SealOptions are what a run asks of the gate.
+type SealOptions struct {
 	Spec  match.Spec
 	Force bool // gate files under --under that have other hard links
 	Hold  bool
 	BTF   string // the kernel types the gate loads against; "" for the running kernel's
 	// Spare is a gate loaded ahead and still empty (a guard's): used
 	// where it fits the run, else closed.
-	Spare *gate.Gate
+	Spare *Spare
 	// Kill lets the gate kill at the next fork or exec instead of
 	// stopping (a measurement's setting); never with --hold or --arg.
 	Kill bool
 	Form string // the gate's form; "" for auto
 }
 
-// GateSet is an attached gate, as a run holds it from before its first
-// scan to its end.
-type GateSet struct {
+// Sealed is a chain the gate holds, as a run keeps it from before its
+// first scan to its end: no process of it completes a fork or exec.
+type Sealed struct {
 	*gate.Gate
 	Preloaded bool   // a spare, filled in
 	Note      string // what the gate does not hold by file, and why
@@ -48,12 +214,14 @@ type ErrGateForm struct{ Err error }
 
 func (e *ErrGateForm) Error() string { return "FREEZE_GATE_FORM: " + e.Err.Error() }
 
-// AttachGate loads (or fills the spare), attaches the gate on the files
-// of o.Spec, and says what it holds by file. The gate stops; o.Kill
-// kills instead, in a run that kills anyway: never with --arg, where the
-// gate holds the file's every process at first, decoys included, and a
-// decoy is only ever paused.
-func AttachGate(fs proc.FS, o GateOptions) (*GateSet, error) {
+// Seal loads the gate (or fills the spare), attaches it on the files of
+// o.Spec, and says what it holds by file: the step of method bpf (and of
+// auto, where it comes first) before the first scan. The gate stops;
+// o.Kill kills instead, in a run that kills anyway: never with --arg,
+// where the gate holds the file's every process at first, decoys
+// included, and a decoy is only ever paused. Where the gate does not
+// load, the error is a *GateError that says why in an operator's words.
+func Seal(fs proc.FS, o SealOptions) (*Sealed, error) {
 	files, note := gateFiles(o.Spec, o.Force)
 	kill := !o.Hold && len(o.Spec.Args) == 0 && o.Kill
 	word := o.Form
@@ -62,17 +230,25 @@ func AttachGate(fs proc.FS, o GateOptions) (*GateSet, error) {
 	}
 	form, err := gate.ParseForm(word)
 	if err != nil {
-		if o.Spare != nil {
-			o.Spare.Close()
-		}
+		o.Spare.Close()
 		return nil, &ErrGateForm{err}
 	}
 	g, preloaded, err := loadGate(fs, o, files, kill, form)
 	if err != nil {
-		return nil, err
+		return nil, &GateError{Why: gate.Explain(err), Err: err}
 	}
-	return &GateSet{Gate: g, Preloaded: preloaded, Note: note}, nil
+	return &Sealed{Gate: g, Preloaded: preloaded, Note: note}, nil
 }
+
+// GateError is a gate that did not load or attach: Why says so in an
+// operator's words.
+type GateError struct {
+	Why string
+	Err error
+}
+
+func (e *GateError) Error() string { return e.Why }
+func (e *GateError) Unwrap() error { return e.Err }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -80,8 +256,8 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // loads one, and attaches it; then what only speeds things up loads
 // (the kill and scan iterators), once the chain is held. The spare is
 // used or closed.
-func loadGate(fs proc.FS, o GateOptions, files []gate.File, kill bool, form gate.Form) (g *gate.Gate, preloaded bool, err error) {
-	spare := o.Spare
+func loadGate(fs proc.FS, o SealOptions, files []gate.File, kill bool, form gate.Form) (g *gate.Gate, preloaded bool, err error) {
+	spare := o.Spare.take()
 	preloaded = spare != nil && spare.Kill == kill && o.BTF == "" && (form == gate.FormAuto || form == spare.Form)
 	if preloaded {
 		t0 := time.Now()
@@ -133,7 +309,7 @@ func loadGate(fs proc.FS, o GateOptions, files []gate.File, kill bool, form gate
 
 // Attached is the record of the attached gate: its form, what it took,
 // and what did not load, in words and as the timeline's record.
-func (s *GateSet) Attached() (string, timeline.GateAttached) {
+func (s *Sealed) Attached() (string, timeline.GateAttached) {
 	g, preloaded, note := s.Gate, s.Preloaded, s.Note
 	how := "load"
 	if preloaded {
@@ -272,9 +448,9 @@ func (w *underWalk) dir(fd int, path string, depth int, force bool, files *[]gat
 	}
 }
 
-// Detach detaches the gate at the end of the run, whatever ended it,
+// Unseal detaches the gate at the end of the run, whatever ended it,
 // and says what it did: its counters, and how its refusal fared.
-func (s *GateSet) Detach() (string, timeline.GateDetached) {
+func (s *Sealed) Unseal() (string, timeline.GateDetached) {
 	g := s.Gate
 	settling, started := g.Settling(), g.Started()
 	serr := g.Settle()
@@ -318,4 +494,44 @@ func actionWord(kill bool) string {
 		return "killed"
 	}
 	return "stopped"
+}
+
+// Spare is a gate loaded ahead and still empty, as a guard keeps one
+// between requests: a run fills it (SealOptions.Spare) instead of
+// loading its own. A nil *Spare is none.
+type Spare struct{ g *gate.Gate }
+
+// LoadSpare loads a spare gate, with what speeds a run up (the kill and
+// scan iterators) loaded too.
+func LoadSpare() (*Spare, error) {
+	g, err := gate.Load(gate.Config{Ahead: true})
+	if err != nil {
+		return nil, err
+	}
+	g.LoadExtras()
+	return &Spare{g: g}, nil
+}
+
+// take hands the spare's gate over, once.
+func (s *Spare) take() *gate.Gate {
+	if s == nil {
+		return nil
+	}
+	g := s.g
+	s.g = nil
+	return g
+}
+
+// Close unloads a spare nobody took.
+func (s *Spare) Close() {
+	if g := s.take(); g != nil {
+		g.Close()
+	}
+}
+
+// GateLoads probes whether the gate's main form loads here (with the
+// running kernel's types), and says why or why not.
+func GateLoads() (bool, string) {
+	k := gate.Probe("")
+	return k[0].OK, k[0].Why
 }
