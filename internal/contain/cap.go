@@ -40,11 +40,15 @@ type capped struct {
 	// freezer, where there is no v2, a v1 freezer group: what the
 	// teardown freezes and kills through. All are "" for the rlimit.
 	pids, v2, freezer string
-	// join are the cgroup.procs files the child writes itself into
+	// join are the cgroup.procs files the helper writes itself into
 	// before its exec (v1); cgroupFD the v2 group CMD is cloned into.
 	join     []string
 	cgroupFD int
-	why      string // why this kind, and why not a stronger one
+	// hop are the v1 groups (pids, freezer) that the thread starting
+	// CMD joins for the fork alone, each with the group it goes back to:
+	// CMD starts in them without the helper (start.go).
+	hop []hop
+	why string // why this kind, and why not a stronger one
 }
 
 // newCap makes the groups for a tree of at most max tasks, or says why
@@ -143,6 +147,7 @@ func (c *capped) tryCgroup1() error {
 	}
 	c.kind, c.pids = CapCgroup1, dir
 	c.join = []string{filepath.Join(dir, "cgroup.procs")}
+	c.hop = []hop{{to: dir, back: filepath.Join(v1Root, own)}}
 	c.why = fmt.Sprintf("a cgroup v1 pids group %s with pids.max=%d, which CMD joins before its exec", dir, c.max)
 	// The teardown's group: v2 (freeze and kill in one write each),
 	// else the v1 freezer, else SIGSTOP.
@@ -166,6 +171,7 @@ func (c *capped) tryCgroup1() error {
 	if err := os.Mkdir(fdir, 0o755); err == nil {
 		c.freezer = fdir
 		c.join = append(c.join, filepath.Join(fdir, "cgroup.procs"))
+		c.hop = append(c.hop, hop{to: fdir, back: filepath.Join(freezerV1, ownF)})
 	} else {
 		c.why += fmt.Sprintf("; no v1 freezer group (%v): the teardown stops processes with SIGSTOP instead", err)
 	}

@@ -91,7 +91,10 @@ type Report struct {
 	// (root only); each leftover then names who started it.
 	Lineage bool
 	// Refused is how many forks the cap refused (pids.events); Peak the
-	// most tasks the group held (-1 unknown).
+	// most tasks the group held (-1 unknown). On a v1 host it counts the
+	// thread of freeze's that forked CMD while CMD stopped at its exec:
+	// a peak of 2 for a command that never forked (the helper's was 5,
+	// its Go threads).
 	Refused, Peak int
 	Leftovers     []Leftover
 	Zero          bool  // the teardown confirmed the group empty
@@ -220,13 +223,13 @@ func run(ctx context.Context, c Config) (Report, error) {
 	}
 	defer lin.stop()
 	rep.Lineage = lin != nil
-	cmd, why, err := start(c, cp)
+	cmd, why, how, err := start(c, cp)
 	if err != nil {
 		cp.remove()
 		return rep, err
 	}
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunStart, fmt.Sprintf("started %s as pid %d, capped by %s", show.ShellJoin(c.Command), cmd.Process.Pid, cp.why),
-		timeline.RunStart{HostInfo: timeline.Host(), Version: version.Get().String(), Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs})
+		timeline.RunStart{HostInfo: timeline.Host(), Version: version.Get().String(), Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs, Start: how})
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()
 	var atCap capWatch
@@ -301,12 +304,24 @@ func tearDown(c Config, cp *capped, pid int, lin *lineage, rep *Report) {
 	rep.TeardownTook, rep.RemoveTook = t2.Sub(t1), time.Since(t2)
 }
 
-// start starts the child: freeze's helper, which joins the groups and
-// execs the command, in a process group of its own, inheriting freeze's
+// start starts the command directly where it can (startDirect), else
+// through freeze's helper, which joins the groups and execs the command;
+// in a process group of its own, inheriting freeze's
 // stdin, stdout and stderr (freeze reads none of them, so a descendant
 // that holds one cannot hang it). why gives, once the helper has exec'd
-// or exited, why the command did not start ("" if it did).
-func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, err error) {
+// or exited, why the command did not start ("" if it did); how says
+// which way it started, for the record.
+func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, how string, err error) {
+	cmd, err = startDirect(c, cp)
+	switch {
+	case err == nil:
+		started := make(chan string)
+		close(started) // it started: nothing to say
+		return cmd, started, "direct", nil
+	case errors.Is(err, errThreadStayed):
+		return nil, nil, "", err
+	}
+	how = "helper: " + err.Error()
 	args := []string{ChildArg}
 	for _, j := range cp.join {
 		args = append(args, "--join", j)
@@ -320,7 +335,7 @@ func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, err error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	rd, wr, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	defer wr.Close()
 	cmd.ExtraFiles = []*os.File{wr} // the helper's startFD
@@ -330,7 +345,7 @@ func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, err error) {
 	}
 	if err := cmd.Start(); err != nil {
 		rd.Close()
-		return nil, nil, fmt.Errorf("start %s: %w", c.Command[0], err)
+		return nil, nil, "", fmt.Errorf("start %s: %w", c.Command[0], err)
 	}
 	said := make(chan string, 1)
 	go func() {
@@ -338,7 +353,7 @@ func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, err error) {
 		rd.Close()
 		said <- strings.TrimPrefix(string(b), "run: ")
 	}()
-	return cmd, said, nil
+	return cmd, said, how, nil
 }
 
 // notStarted is why the command never started, "" if it did: asked once

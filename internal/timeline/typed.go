@@ -196,6 +196,9 @@ type RunStart struct {
 	CapWhy   string   `json:"cap_why"`
 	Group    string   `json:"group,omitempty"`
 	MaxProcs int      `json:"max_procs"`
+	// Start is how CMD was started: "direct" (by freeze itself, #51),
+	// else "helper: " and why not directly.
+	Start string `json:"start,omitempty"`
 }
 
 // RunExit is how the command ended (StepRunExit): Status is its exit
