@@ -92,4 +92,3 @@ func buildHello(t *testing.T) string {
 	}
 	return out
 }
-
