@@ -12,6 +12,7 @@ import (
 	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -462,8 +463,8 @@ func (s *Sealed) Unseal() (string, timeline.GateDetached) {
 		d.AttachMS = msOf(g.AttachTook)
 	}
 	msg := fmt.Sprintf("gate detached: it %s %s and %s of the chain and %s of a target, and gated %s by lineage", gateAction(g),
-		match.Count(int(c.Forks()), "fork attempt", "fork attempts"), match.Count(int(c.Execs()), "exec attempt", "exec attempts"),
-		match.Count(int(c.TargetExecs), "exec", "execs"), match.Count(int(c.Lineage), "child", "children"))
+		show.Count(int(c.Forks()), "fork attempt", "fork attempts"), show.Count(int(c.Execs()), "exec attempt", "exec attempts"),
+		show.Count(int(c.TargetExecs), "exec", "execs"), show.Count(int(c.Lineage), "child", "children"))
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}

@@ -12,6 +12,7 @@ import (
 
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 )
 
 // Placing: where a cgroup2 run freezes each group the chain occupies
@@ -221,7 +222,7 @@ func onlyChain(fs proc.FS, dir, name string, chain map[int]bool) (string, bool) 
 			return "", false
 		}
 	}
-	return fmt.Sprintf("it holds nothing but the chain (%s)", match.Count(len(pids), "process", "processes")), true
+	return fmt.Sprintf("it holds nothing but the chain (%s)", show.Count(len(pids), "process", "processes")), true
 }
 
 // ofChain: pid is in the chain, or its parents lead to it (a child born
@@ -243,7 +244,7 @@ func ofChain(fs proc.FS, pid int, chain map[int]bool) bool {
 // chainless says why a group was nested into rather than frozen whole.
 func chainless(dir string) string {
 	pids, _ := readPids(filepath.Join(dir, "cgroup.procs"))
-	return fmt.Sprintf("it holds other processes or groups too (%s in all): a group nested in it", match.Count(len(pids), "process", "processes"))
+	return fmt.Sprintf("it holds other processes or groups too (%s in all): a group nested in it", show.Count(len(pids), "process", "processes"))
 }
 
 // writers says who other than root could undo a freeze in dir: the

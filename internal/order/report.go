@@ -73,7 +73,7 @@ func Report(o say.Out, f Flags, rep incident.Report) {
 		s.Support, _ = json.Marshal(res.Support)
 		reportDryRun(o, rep)
 	case timeline.StepHold:
-		o.Sayf("holding %s frozen in %s", match.Count(res.Matched, "process", "processes"), res.Group.Where())
+		o.Sayf("holding %s frozen in %s", show.Count(res.Matched, "process", "processes"), res.Group.Where())
 		o.Sayf("to finish the job: freeze %s", strings.Join(finishArgs(f, res.Group), " "))
 		o.Sayf("to thaw instead:   %s", res.Group.ThawHint())
 	case timeline.StepInterrupted:
@@ -147,7 +147,7 @@ func reportSurvivors(o say.Out, rep incident.Report) []survivorJSON {
 	if len(survivors) == 1 {
 		verb = "survives"
 	}
-	o.Errorf("%s %s", match.Count(len(survivors), "process", "processes"), verb)
+	o.Errorf("%s %s", show.Count(len(survivors), "process", "processes"), verb)
 	for i, sv := range survivors {
 		js = append(js, survivorJSON{sv.PID, string(sv.State), sv.Wchan})
 		if i == 20 {

@@ -9,6 +9,7 @@ import (
 	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -109,7 +110,7 @@ func (r *run) recordLetGo() {
 	rec.Marked, rec.LetGo, rec.Stopped, rec.TookMS = len(lg.marked), len(lg.freed), len(rec.Held), ms(time.Since(lg.t0))
 	sort.Slice(rec.Held, func(i, j int) bool { return rec.Held[i].HeldMS > rec.Held[j].HeldMS })
 	msg := fmt.Sprintf("argv read with the file held: %s named by --arg now held by mark (%d marked by the mark iterator in one pass); let go %s whose argv names none (and what they started)",
-		match.Count(rec.Marked, "process", "processes"), rec.ByIterator, match.Count(rec.LetGo, "process", "processes"))
+		show.Count(rec.Marked, "process", "processes"), rec.ByIterator, show.Count(rec.LetGo, "process", "processes"))
 	switch {
 	case rec.LetGo == 0:
 	case rec.Stopped == 0:

@@ -35,12 +35,12 @@ func (r *run) match() error {
 		verb = "matches"
 	}
 	msg := fmt.Sprintf("%s %s (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
-		match.Count(res.Live(), "live process", "live processes"), verb, res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, timeline.Dur(took), from)
+		show.Count(res.Live(), "live process", "live processes"), verb, res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, timeline.Dur(took), from)
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
 	if res.ArgsRead > 0 {
-		msg += fmt.Sprintf("; reading the processes took %s, argv of %s %s", timeline.Dur(res.ReadTook), match.Count(res.ArgsRead, "process", "processes"), timeline.Dur(res.ArgsTook))
+		msg += fmt.Sprintf("; reading the processes took %s, argv of %s %s", timeline.Dur(res.ReadTook), show.Count(res.ArgsRead, "process", "processes"), timeline.Dur(res.ArgsTook))
 	}
 	where, in := whereOf(res)
 	msg += in
@@ -186,7 +186,7 @@ const dryRunListed = 20
 func (r *run) dryRunProcesses() {
 	for i, p := range r.res.Procs {
 		if i == dryRunListed {
-			r.rec.RecordOf(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on %s more (the timeline of a real run lists them all)", match.Count(len(r.res.Procs)-dryRunListed, "process", "processes")),
+			r.rec.RecordOf(timeline.StageMatch, timeline.StepDryRunProcess, fmt.Sprintf("would act on %s more (the timeline of a real run lists them all)", show.Count(len(r.res.Procs)-dryRunListed, "process", "processes")),
 				timeline.DryRunProcess{More: len(r.res.Procs) - dryRunListed})
 			return
 		}
@@ -259,7 +259,7 @@ func (r *run) lookAlikes() {
 	for _, t := range r.c.Spec.Targets {
 		for _, other := range match.LookAlikes(r.c.FS, t) {
 			r.rec.RecordOf(timeline.StageMatch, timeline.StepLookAlike, fmt.Sprintf("not matched: %s also runs as %s (%s), a different file: left alone; name it with --path to include it",
-				t.Basename, show.Shell(other.Path), match.Count(other.Count, "process", "processes")),
+				t.Basename, show.Shell(other.Path), show.Count(other.Count, "process", "processes")),
 				timeline.LookAlike{Target: t.Path, Path: other.Path, Count: other.Count})
 		}
 	}
@@ -335,7 +335,7 @@ func (r *run) grow() error {
 	case err != nil:
 		return err
 	default:
-		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFixed, fmt.Sprintf("fixed set: %s, none outside %s", match.Count(res.Live(), "process", "processes"), g.Where()), timeline.Fixed{Set: res.Live()})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFixed, fmt.Sprintf("fixed set: %s, none outside %s", show.Count(res.Live(), "process", "processes"), g.Where()), timeline.Fixed{Set: res.Live()})
 	}
 	return nil
 }
@@ -346,7 +346,7 @@ func (r *run) hold() error {
 	g := r.out.Group
 	if r.c.Hold {
 		r.out.Kind = Held
-		r.rec.RecordOf(timeline.StageFreeze, timeline.StepHold, fmt.Sprintf("holding %s frozen in %s (--hold)", match.Count(r.res.Live(), "process", "processes"), g.Where()), timeline.Hold{Set: r.res.Live(), Group: g.Where()})
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepHold, fmt.Sprintf("holding %s frozen in %s (--hold)", show.Count(r.res.Live(), "process", "processes"), g.Where()), timeline.Hold{Set: r.res.Live(), Group: g.Where()})
 		return errDone
 	}
 	if r.interrupted() {
