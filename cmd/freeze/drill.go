@@ -13,10 +13,10 @@ import (
 	"freeze/internal/drill"
 	"freeze/internal/freeze"
 	"freeze/internal/guard"
-	"freeze/internal/incident"
 	"freeze/internal/order"
 	"freeze/internal/say"
 	"freeze/internal/show"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -35,15 +35,15 @@ type drillFlags struct {
 // askGuard is how a drill handed to the guard (--guard) asks it: through
 // its FIFO, as 'echo ... > ask' would, or its socket, as 'freeze --path'
 // does (the guard's words go to the asker's stderr).
-func askGuard(o out, f drillFlags) func([]string, func(string)) (incident.Report, error) {
-	return func(words []string, say func(string)) (incident.Report, error) {
+func askGuard(o out, f drillFlags) func([]string, func(string)) (stop.Report, error) {
+	return func(words []string, say func(string)) (stop.Report, error) {
 		if f.via == "fifo" {
 			say(fmt.Sprintf("drill: asking the guard at %s through its FIFO: echo %s > %s", f.runDir, show.Shell(strings.Join(words, " ")), filepath.Join(f.runDir, guard.AskName)))
 			return guard.AskFIFO(f.runDir, words, f.timeout+30*time.Second)
 		}
 		say(fmt.Sprintf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", f.runDir))
 		code, err := guard.Ask(f.runDir, words, o.Stderr, o.Stderr)
-		return incident.Report{Code: code}, err
+		return stop.Report{Code: code}, err
 	}
 }
 
@@ -97,7 +97,7 @@ func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
 	fl.StringVar(&f.shape, "shape", "tree", "")
 	fl.StringVarP(&f.method, "method", "m", "auto", "")
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
-	fl.DurationVar(&f.timeout, "timeout", incident.Defaults.Timeout, "")
+	fl.DurationVar(&f.timeout, "timeout", stop.Defaults.Timeout, "")
 	fl.StringVar(&f.via, "guard", "", "")
 	fl.StringVar(&f.runDir, "run-dir", order.RunDir(), "")
 	help := fl.BoolP("help", "h", false, "")
@@ -119,7 +119,7 @@ func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
 		o.Errorf("drill: --size %d: choose 1 to %d", f.size, drill.MaxSize)
 	case f.timeout <= 0:
 		o.Errorf("drill: --timeout %v: need a positive duration such as 60s", f.timeout)
-		o.Hintf("it bounds the stop order; the default is %v", incident.Defaults.Timeout)
+		o.Hintf("it bounds the stop order; the default is %v", stop.Defaults.Timeout)
 	case err != nil:
 		o.Errorf("drill: unknown --method %q", f.method)
 		o.Hintf("use auto, bpf, cgroup2, cgroup1 or sigstop")

@@ -3,20 +3,20 @@
 // rounds until none remain, and record every step with timestamps.
 //
 // See 'freeze --help' for usage and exit codes, and 'freeze runbook' for
-// what to do in an incident.
+// what to do in an stop.
 package main
 
 import (
 	"os"
 
-	"freeze/internal/incident"
 	// Before any other package's init: see the package comment. Linked
 	// by this command alone: a test binary of a package that imports
-	// incident is not lifted at its start.
+	// stop is not lifted at its start.
 	"freeze/internal/priority/early"
+	"freeze/internal/stop"
 )
 
 func main() {
-	incident.Lift = early.Report
+	stop.Lift = early.Report
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

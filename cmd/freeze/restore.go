@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -32,7 +32,7 @@ func runRestore(o out, args []string) int {
 		o.Hintf("freeze restore --timeline FILE (the run printed the exact command)")
 		return exitUsage
 	}
-	revs, err := incident.Revoked(*path, os.Getuid())
+	revs, err := stop.Revoked(*path, os.Getuid())
 	if err != nil {
 		o.Errorf("restore: timeline %s: %v", *path, err)
 		if errors.Is(err, timeline.ErrUntrusted) {

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/contain"
-	"freeze/internal/incident"
 	"freeze/internal/say"
 	"freeze/internal/show"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -49,10 +49,10 @@ func runRun(ctx context.Context, o out, args []string) int {
 	}
 	// The record stays in memory unless asked for (-t) or worth keeping:
 	// under go test -exec, a file per clean test binary would pile up.
-	quiet := incident.Output{Warn: func(s string) { o.Warnf("%s", s) }}
+	quiet := stop.Output{Warn: func(s string) { o.Warnf("%s", s) }}
 	rec, _ := timeline.New("", nil)
 	if f.timeline != "" {
-		rec = incident.OpenTimeline(f.timeline, quiet)
+		rec = stop.OpenTimeline(f.timeline, quiet)
 	}
 	rep, err := contain.Run(ctx, contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
 		Self: self, StateDir: f.stateDir, Rec: rec, KeepEscaped: f.allowLeftovers, FailLeftovers: f.leaks == "fail" && !f.allowLeftovers})
@@ -61,7 +61,7 @@ func runRun(ctx context.Context, o out, args []string) int {
 		o.Errorf("run: %v; the command was not run", err)
 		return exitRefused
 	}
-	incident.CloseTimeline(rec, quiet)
+	stop.CloseTimeline(rec, quiet)
 	if rec.Path() == "" && rep.Exit != rep.Status {
 		keepRecord(o, rec)
 	}

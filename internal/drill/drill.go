@@ -26,7 +26,6 @@ import (
 	"freeze/internal/exefile"
 	"freeze/internal/freeze"
 	"freeze/internal/gate"
-	"freeze/internal/incident"
 	"freeze/internal/interrupt"
 	"freeze/internal/match"
 	"freeze/internal/priority"
@@ -56,7 +55,7 @@ type Config struct {
 	// drill --guard fifo|socket) instead of running it here: Ask asks it
 	// (cmd/freeze gives it: the guard's client), saying first how.
 	Via string
-	Ask func(words []string, say func(string)) (incident.Report, error)
+	Ask func(words []string, say func(string)) (stop.Report, error)
 	// Timeline is where the drill records, "" for a new file in the
 	// caller's state directory; the guard's run writes its own beside it.
 	Timeline string
@@ -65,7 +64,7 @@ type Config struct {
 	Method   freeze.Method
 	Timeout  time.Duration
 	// Out takes what the run says while it runs, as an incident's would.
-	Out incident.Output
+	Out stop.Output
 }
 
 // Report is what the drill found.
@@ -79,9 +78,9 @@ type Report struct {
 	// is the run's own report of it (empty through a guard).
 	Ended       timeline.Step
 	Outcome     stop.Outcome
-	Guard       *incident.Report // the guard's answer, with Config.Via
-	Passed      bool             // zero reached, nothing left behind
-	Timeline    string           // the drill's record
+	Guard       *stop.Report // the guard's answer, with Config.Via
+	Passed      bool         // zero reached, nothing left behind
+	Timeline    string       // the drill's record
 	Leftovers   []string
 	StopErr     error
 	Incident    time.Duration
@@ -125,15 +124,15 @@ func Supports() (lines []string, use freeze.Method) {
 // ctx ended (the command's SIGINT, SIGTERM or SIGHUP) ends the set-up,
 // or the practice run between two steps, and the drill cleans up.
 func Run(ctx context.Context, c Config) (Report, error) {
-	// The drill's words never hold its run up (incident.Output.Detached).
+	// The drill's words never hold its run up (stop.Output.Detached).
 	var flush func()
 	c.Out, flush = c.Out.Detached()
 	defer flush()
 	var rec *timeline.Recorder
 	if c.Timeline == "" {
-		rec = incident.DefaultTimeline("drill", c.Out)
+		rec = stop.DefaultTimeline("drill", c.Out)
 	} else {
-		rec = incident.OpenTimeline(c.Timeline, c.Out)
+		rec = stop.OpenTimeline(c.Timeline, c.Out)
 	}
 	c.Timeline = rec.Path()
 	say := func(s string) { rec.Record(timeline.StageNone, timeline.StepDrill, s, nil) }
@@ -141,7 +140,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	rep.Passed = err == nil && rep.StopErr == nil && rep.Ended == timeline.StepZero && len(rep.Leftovers) == 0
 	rec.RecordOf(timeline.StageNone, timeline.StepDrillEnd, fmt.Sprintf("drill %s", map[bool]string{true: "passed", false: "failed"}[rep.Passed]),
 		timeline.DrillEnd{Passed: rep.Passed, Reached: rep.Reached, Leftovers: rep.Leftovers})
-	incident.CloseTimeline(rec, c.Out)
+	stop.CloseTimeline(rec, c.Out)
 	rep.Timeline = rec.Path()
 	return rep, err
 }
@@ -251,9 +250,9 @@ func practise(ctx context.Context, c Config, spec match.Spec, path string, rec *
 	}
 	// The incident's own path, with the incident's refusals, lift,
 	// lock and record: the drill practises what an incident runs.
-	r := incident.RunOn(ctx, incident.Request{
+	r := stop.RunOn(ctx, stop.Request{
 		Spec: spec, Method: method,
-		Limits:  incident.Limits{Rounds: incident.Defaults.Rounds, Timeout: c.Timeout, RoundWait: incident.Defaults.RoundWait},
+		Limits:  stop.Limits{Rounds: stop.Defaults.Rounds, Timeout: c.Timeout, RoundWait: stop.Defaults.RoundWait},
 		Command: []string{"freeze", "--path", path, "(drill)"},
 	}, rec, c.Out)
 	rep.Ended, rep.Outcome, rep.StopErr = r.Outcome, r.Stop, r.Err

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"freeze/internal/incident"
 	"freeze/internal/safedir"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -68,7 +68,7 @@ func Ask(runDir string, words []string, stdout, stderr io.Writer) (int, error) {
 // would with echo, and waits up to within for the guard to log its
 // outcome. The words are quoted so that the guard splits them back as
 // they are.
-func AskFIFO(runDir string, words []string, within time.Duration) (incident.Report, error) {
+func AskFIFO(runDir string, words []string, within time.Duration) (stop.Report, error) {
 	var q []string
 	for _, w := range words {
 		q = append(q, "'"+strings.ReplaceAll(w, "'", `'\''`)+"'")
@@ -78,12 +78,12 @@ func AskFIFO(runDir string, words []string, within time.Duration) (incident.Repo
 	f, err := safedir.OpenFIFO(filepath.Join(runDir, AskName), os.O_WRONLY)
 	if err != nil {
 		// ENXIO: a FIFO nobody reads, so no guard runs.
-		return incident.Report{}, fmt.Errorf("%w (%v)", ErrNoGuard, err)
+		return stop.Report{}, fmt.Errorf("%w (%v)", ErrNoGuard, err)
 	}
 	_, err = f.WriteString(strings.Join(q, " ") + "\n")
 	f.Close()
 	if err != nil {
-		return incident.Report{}, err
+		return stop.Report{}, err
 	}
 	end := time.Now().Add(within)
 	for time.Now().Before(end) {
@@ -94,11 +94,11 @@ func AskFIFO(runDir string, words []string, within time.Duration) (incident.Repo
 			if json.Unmarshal([]byte(line), &e) != nil || e.Event != "request" || e.Source != "fifo" || !slices.Equal(e.Request, words) {
 				continue
 			}
-			return incident.Report{Code: e.Exit, Outcome: timeline.Step(e.Outcome), Timeline: e.Timeline}, nil
+			return stop.Report{Code: e.Exit, Outcome: timeline.Step(e.Outcome), Timeline: e.Timeline}, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return incident.Report{}, fmt.Errorf("the guard logged no outcome of the request within %v: see %s", within, logPath)
+	return stop.Report{}, fmt.Errorf("the guard logged no outcome of the request within %v: see %s", within, logPath)
 }
 
 func countLines(path string) int {

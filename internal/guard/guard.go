@@ -8,7 +8,7 @@
 //
 // A request's words go to the stop order's command line (internal/order),
 // the same code a freeze command line runs, and from there to incident;
-// the guard keeps the run armed between requests (incident.Armed: a
+// the guard keeps the run armed between requests (stop.Armed: a
 // spare gate loaded ahead, memory locked, the kernel's types read). Run
 // is the guard's whole life, from arming to its last metrics.
 package guard
@@ -32,10 +32,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
 	"freeze/internal/say"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -83,7 +83,7 @@ type Asked struct {
 // it), spare hands the run the gate the guard loaded ahead (nil for
 // none). freeze's own is the stop order's, order.Asked, which
 // cmd/freeze gives the guard; a test gives its own.
-type Runner func(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) incident.Report
+type Runner func(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) stop.Report
 
 // Config arms a guard.
 type Config struct {
@@ -93,7 +93,7 @@ type Config struct {
 	Run Runner
 	// Armed hands each request the spare gate, and readies the next
 	// after it.
-	Armed *incident.Armed
+	Armed *stop.Armed
 	// CapAuto, if set, is --auto-on-cap: the cap's refusals pull the
 	// hold. Monitor (--auto-mode monitor) makes every automatic trigger
 	// say what it would hold, and hold nothing.
@@ -519,9 +519,9 @@ func (g *Guard) rearm(r request) {
 
 // run runs one request through the Runner, handing it the spare gate;
 // then the guard readies itself for the next.
-func (g *Guard) run(ctx context.Context, req Asked, stdout, stderr io.Writer) incident.Report {
+func (g *Guard) run(ctx context.Context, req Asked, stdout, stderr io.Writer) stop.Report {
 	if g.c.Run == nil {
-		return incident.Report{Code: timeline.ExitSurvivors, Outcome: timeline.StepFailed, Err: errors.New("this guard was armed with no runner")}
+		return stop.Report{Code: timeline.ExitSurvivors, Outcome: timeline.StepFailed, Err: errors.New("this guard was armed with no runner")}
 	}
 	var spare func() *freeze.Spare
 	if g.c.Armed != nil {

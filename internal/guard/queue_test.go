@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
 	"freeze/internal/proc"
 	"freeze/internal/say"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -100,9 +100,9 @@ func TestLogRotatesPastItsSize(t *testing.T) {
 func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	got := make(chan []string, 1)
-	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *freeze.Spare) incident.Report {
+	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *freeze.Spare) stop.Report {
 		got <- words
-		return incident.Report{Code: 0, Outcome: timeline.StepZero}
+		return stop.Report{Code: 0, Outcome: timeline.StepZero}
 	}}
 	g, err := Arm(cfg)
 	if err != nil {

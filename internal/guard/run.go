@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"freeze/internal/incident"
 	"freeze/internal/interrupt"
+	"freeze/internal/stop"
 )
 
 // Options are a guard's, as its command line gives them.
@@ -62,7 +62,7 @@ func Run(ctx context.Context, opt Options) error {
 	// request up: under a fork bomb journald is starved like everything
 	// at ordinary priority, its stream fills, and a guard that waited to
 	// say "request from" never ran the request (#34's unanswered one).
-	out, flush := incident.Output{Note: opt.Say, Warn: opt.Say}.Detached()
+	out, flush := stop.Output{Note: opt.Say, Warn: opt.Say}.Detached()
 	defer flush()
 	opt.Say = out.Note
 	var auto *Auto
@@ -90,7 +90,7 @@ func Run(ctx context.Context, opt Options) error {
 	if opt.AutoMonitor && (opt.AutoN > 0 || opt.AutoOnCap) {
 		opt.Say("auto: monitor mode: each hold is said and counted (freeze_guard_auto_would_hold_total), and none is made")
 	}
-	raised := incident.Prepare(incident.Output{Warn: func(s string) { opt.Say("warning: " + s) }, Note: opt.Say})
+	raised := stop.Prepare(stop.Output{Warn: func(s string) { opt.Say("warning: " + s) }, Note: opt.Say})
 	opt.Say("priority: " + strings.Join(raised, ", "))
 	var w *Watcher
 	c := Config{RunDir: opt.RunDir, Say: opt.Say, Run: opt.Run, Auto: auto, CapAuto: capAuto, Monitor: opt.AutoMonitor, Notify: opt.Notify, After: func() { w.Poke() }}
@@ -99,7 +99,7 @@ func Run(ctx context.Context, opt Options) error {
 		return err
 	}
 	defer g.Close()
-	armed := incident.Arm(opt.Say)
+	armed := stop.Arm(opt.Say)
 	defer armed.Close()
 	g.c.Armed = armed
 	g.Record("armed", &ArmedLine{Gate: armed.GateOK, GateWhy: armed.GateWhy, GateLoaded: armed.SpareLoaded(), PID: os.Getpid()})

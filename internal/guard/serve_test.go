@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
 	"freeze/internal/proc"
 	"freeze/internal/say"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -41,7 +41,7 @@ func arm(t *testing.T) *armed {
 func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 	t.Helper()
 	a := &armed{dir: filepath.Join(t.TempDir(), "run")}
-	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *freeze.Spare) incident.Report {
+	g, err := Arm(Config{RunDir: a.dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *freeze.Spare) stop.Report {
 		stdout, stderr := o.Stdout, o.Stderr
 		a.mu.Lock()
 		a.asked = append(a.asked, words)
@@ -49,7 +49,7 @@ func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 		fmt.Fprintf(stderr, "freeze: ran %d words\n", len(words))
 		print(stdout, stderr)
 		fmt.Fprintln(stdout, `{"outcome": "zero"}`)
-		return incident.Report{Code: 0, Outcome: timeline.StepZero, Timeline: "/tmp/t.jsonl", Summary: timeline.HostRun{GateForks: 42}}
+		return stop.Report{Code: 0, Outcome: timeline.StepZero, Timeline: "/tmp/t.jsonl", Summary: timeline.HostRun{GateForks: 42}}
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,14 @@
 // brings a door back fails here instead of in a review.
 //
 //   - At most 9 layers: the longest chain of freeze's own packages from
-//     cmd/freeze (today cmd/freeze -> drill -> incident -> stop ->
-//     rounds -> freeze -> match -> container -> proc).
-//   - say, freeze's voice, imports neither incident nor timeline.
+//     cmd/freeze (today 8: cmd/freeze -> drill -> stop -> rounds ->
+//     freeze -> match -> container -> proc; 9 before stop took incident
+//     in).
+//   - say, freeze's voice, imports neither stop nor timeline.
 //   - guard serves; it does not import order (cmd/freeze gives it its
 //     runner), and drill does not import guard (cmd/freeze gives it its
 //     asker).
-//   - The gate is one of freeze's methods: stop, incident and order do
+//   - The gate is one of freeze's methods: stop and order do
 //     not import package gate (freeze.Seal, freeze.Open, freeze.Spare).
 //   - SIGINT, SIGTERM and SIGHUP are caught in cmd/ only: no package
 //     under internal/ calls signal.Notify, but priority for SIGXCPU, the

@@ -78,12 +78,11 @@ func TestAtMostNineLayers(t *testing.T) {
 func TestNoDoorBack(t *testing.T) {
 	pkgs := list(t)
 	for _, rule := range []struct{ from, to, why string }{
-		{"say", "incident", "say is freeze's voice: a run's output is order.Output"},
+		{"say", "stop", "say is freeze's voice: a run's output is order.Output"},
 		{"say", "timeline", "say is freeze's voice: exit codes are the caller's"},
 		{"guard", "order", "cmd/freeze gives the guard its runner (order.Asked)"},
 		{"drill", "guard", "cmd/freeze gives the drill its asker (the guard's client)"},
 		{"stop", "gate", "the gate is behind freeze: Seal before the first scan, freeze.Open for the set"},
-		{"incident", "gate", "a guard's spare is a freeze.Spare"},
 		{"order", "gate", "a guard's spare is a freeze.Spare"},
 	} {
 		from, to := "freeze/internal/"+rule.from, "freeze/internal/"+rule.to

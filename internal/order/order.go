@@ -1,7 +1,7 @@
 // Package order is the stop order's command line, for every caller that
 // takes one as words: freeze's own (cmd/freeze) and a guard's request
 // (internal/guard), which the guard runs without passing through main.
-// Parse reads the words, Request checks them into an incident.Request
+// Parse reads the words, Request checks them into an stop.Request
 // (every refusal and usage error said here, with its hint), Run runs it
 // through incident and Report says how it ended. Start reading at Asked.
 package order
@@ -21,12 +21,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
 	"freeze/internal/say"
 	"freeze/internal/show"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -70,27 +70,27 @@ func (f Flags) Timeline() string { return f.timeline }
 // request judged: the words must still name it. ctx is the request's
 // (the guard's: its SIGTERM ends a run between two steps). spare hands the run the
 // gate a guard loaded ahead, once the request has passed its checks.
-func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) incident.Report {
+func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) stop.Report {
 	f, code := Parse(o, words)
 	if code >= 0 {
-		return incident.Report{Code: code, Outcome: timeline.StepUsage}
+		return stop.Report{Code: code, Outcome: timeline.StepUsage}
 	}
 	if f.timeline != "" && !filepath.IsAbs(f.timeline) {
 		// The guard cannot know the asker's directory (a FIFO request
 		// has none): a relative path would land in the guard's own.
 		o.Errorf("--timeline %s is relative: the guard does not know your directory", f.timeline)
-		o.Hintf("give an absolute path, for example --timeline /var/tmp/freeze/incident.jsonl")
-		return incident.Report{Code: timeline.ExitUsage, Outcome: timeline.StepUsage}
+		o.Hintf("give an absolute path, for example --timeline /var/tmp/freeze/stop.jsonl")
+		return stop.Report{Code: timeline.ExitUsage, Outcome: timeline.StepUsage}
 	}
 	req, code := f.Request(o)
 	if code != 0 {
-		return incident.Report{Code: code, Outcome: outcomeOf(code)}
+		return stop.Report{Code: code, Outcome: outcomeOf(code)}
 	}
 	if j := judged; j != nil && (len(req.Spec.Targets) != 1 || req.Spec.Targets[0].File.Dev != j.Dev || req.Spec.Targets[0].File.Ino != j.Ino) {
 		// The guard judged one file; between its judging and this
 		// resolve, the path's owner could have put another there.
 		o.Errorf("refused: %s is no longer the file the guard judged (device %d, inode %d); nothing was changed", f.paths[0], j.Dev, j.Ino)
-		return incident.Report{Code: timeline.ExitRefused, Outcome: timeline.StepRefused}
+		return stop.Report{Code: timeline.ExitRefused, Outcome: timeline.StepRefused}
 	}
 	if spare != nil {
 		req.Spare = spare()
@@ -100,30 +100,30 @@ func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, sp
 
 // Run runs a checked request in this process and says how it ended;
 // ctx ended (a signal) ends the run between two steps.
-func Run(ctx context.Context, o say.Out, f Flags, req incident.Request) incident.Report {
-	rep := incident.Run(ctx, req, Output(o))
+func Run(ctx context.Context, o say.Out, f Flags, req stop.Request) stop.Report {
+	rep := stop.Run(ctx, req, Output(o))
 	Report(o, f, rep)
 	return rep
 }
 
 // Request checks the flags and makes the run's request of them; a
 // non-zero code means stop with it (the words are said).
-func (f Flags) Request(o say.Out) (incident.Request, int) {
+func (f Flags) Request(o say.Out) (stop.Request, int) {
 	// The flags' own errors first: a usage error after the targets'
 	// notices ("--path X is a symlink: matching ...") read as if the
 	// targets were the problem (#52).
 	method, code := f.check(o)
 	if code != 0 {
-		return incident.Request{}, code
+		return stop.Request{}, code
 	}
 	spec, code := f.spec(o)
 	if code != 0 {
-		return incident.Request{}, code
+		return stop.Request{}, code
 	}
-	return incident.Request{
+	return stop.Request{
 		Spec: spec, Name: freeze.GroupName(spec), Method: method, BTF: f.btf, Hold: f.hold, DryRun: f.dryRun, Force: f.force,
 		RevokeExec: f.revoke, Disposable: f.disposable, Timeline: f.timeline,
-		Limits:  incident.Limits{Rounds: f.rounds, Timeout: f.timeout, RoundWait: incident.Defaults.RoundWait},
+		Limits:  stop.Limits{Rounds: f.rounds, Timeout: f.timeout, RoundWait: stop.Defaults.RoundWait},
 		Command: append([]string{"freeze"}, f.words...),
 	}, 0
 }
@@ -148,8 +148,8 @@ func Parse(o say.Out, args []string) (Flags, int) {
 	fl.BoolVar(&f.noGuard, "no-guard", false, "")
 	fl.BoolVar(&f.hold, "hold", false, "")
 	fl.BoolVarP(&f.dryRun, "dry-run", "n", false, "")
-	fl.IntVar(&f.rounds, "rounds", incident.Defaults.Rounds, "")
-	fl.DurationVar(&f.timeout, "timeout", incident.Defaults.Timeout, "")
+	fl.IntVar(&f.rounds, "rounds", stop.Defaults.Rounds, "")
+	fl.DurationVar(&f.timeout, "timeout", stop.Defaults.Timeout, "")
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
 	ff := say.AddFormat(fl, "", "text", "json")
 	fl.BoolVar(&f.force, "force", false, "")

@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	"freeze/internal/freeze"
-	"freeze/internal/incident"
 	"freeze/internal/match"
 	"freeze/internal/say"
 	"freeze/internal/show"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -54,7 +54,7 @@ func outcomeOf(code int) timeline.Step {
 
 // Report says how a run ended: on stderr in words, and with --json its
 // summary on stdout.
-func Report(o say.Out, f Flags, rep incident.Report) {
+func Report(o say.Out, f Flags, rep stop.Report) {
 	res := rep.Stop
 	s := summary{Outcome: string(rep.Outcome), Matched: res.Matched, Timeline: rep.Timeline, Elapsed: rep.ElapsedMS}
 	if g := res.Group; g != nil {
@@ -98,7 +98,7 @@ func Report(o say.Out, f Flags, rep incident.Report) {
 	}
 }
 
-func reportDryRun(o say.Out, rep incident.Report) {
+func reportDryRun(o say.Out, rep stop.Report) {
 	res := rep.Stop
 	for _, sp := range res.Support {
 		if sp.OK {
@@ -116,7 +116,7 @@ func reportDryRun(o say.Out, rep incident.Report) {
 
 // reportInterrupted says where the run stopped, what holds the chain
 // now, and the two ways on.
-func reportInterrupted(o say.Out, f Flags, rep incident.Report) {
+func reportInterrupted(o say.Out, f Flags, rep stop.Report) {
 	res := rep.Stop
 	stage := max(res.Stage, timeline.StageMatch)
 	where := fmt.Sprintf("interrupted by %s in step %d/4 (%s)", rep.Signal, stage, stage)
@@ -140,7 +140,7 @@ func reportInterrupted(o say.Out, f Flags, rep incident.Report) {
 	o.Sayf("to thaw instead:   %s", g.ThawHint())
 }
 
-func reportSurvivors(o say.Out, rep incident.Report) []survivorJSON {
+func reportSurvivors(o say.Out, rep stop.Report) []survivorJSON {
 	survivors := rep.Stop.Survivors
 	var js []survivorJSON
 	verb := "survive"
@@ -169,11 +169,11 @@ func reportSurvivors(o say.Out, rep incident.Report) []survivorJSON {
 
 // reportRefused words each refusal: before the run (hidepid, the run
 // lock) or in it (the revoke guard, processes that cannot be inspected).
-func reportRefused(o say.Out, rep incident.Report) {
+func reportRefused(o say.Out, rep stop.Report) {
 	var (
 		guardErr *freeze.GuardError
-		hide     *incident.HidePIDError
-		locked   *incident.LockedError
+		hide     *stop.HidePIDError
+		locked   *stop.LockedError
 	)
 	switch {
 	case errors.As(rep.Err, &hide):
@@ -197,7 +197,7 @@ func reportRefused(o say.Out, rep incident.Report) {
 
 // reportAfter says what every outcome may leave: revoked files, hidden
 // processes left alone, zombies, and where the timeline is.
-func reportAfter(o say.Out, rep incident.Report) {
+func reportAfter(o say.Out, rep stop.Report) {
 	res, path := rep.Stop, rep.Timeline
 	if len(res.Revoked) > 0 {
 		o.Sayf("exec stays revoked on %d file(s): the binary is the bug, so nothing can start it again until it is fixed", len(res.Revoked))
@@ -273,8 +273,8 @@ func targetArgs(f Flags) []string {
 
 // Output is where a run's words go while it runs: its progress, warnings
 // and notes, in o's voice.
-func Output(o say.Out) incident.Output {
-	return incident.Output{
+func Output(o say.Out) stop.Output {
+	return stop.Output{
 		Progress: func(e timeline.Event) { progress(o, e) },
 		Warn:     func(s string) { o.Warnf("%s", s) },
 		Note:     func(s string) { o.Sayf("%s", s) },

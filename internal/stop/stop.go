@@ -9,11 +9,16 @@
 //  3. kill rounds against the fixed set until none remain;
 //  4. confirm zero and record.
 //
-// Its caller is internal/incident, which prepares the process, opens the
-// timeline and catches signals around Run.
+// Run is the one door to a run, for every caller: the command line, a
+// guard's request and the drill all hand it a checked Request and get
+// back a typed Report (run.go). It prepares the process (the lift, the
+// collector, the hidepid rule, the run lock), records (the timeline's
+// name, its fallback, freeze's peak memory), catches signals for the
+// length of the run, and applies the order (Order). The words a refusal
+// needs are the caller's (internal/order), from the typed errors here.
 //
-// Run reads as those steps, one function each over a small run state, and
-// every step is recorded in the timeline. The package prints nothing (the
+// Order reads as those steps, one function each over a small run state,
+// and every step is recorded in the timeline. The package prints nothing (the
 // timeline's observer does) and never exits; it never touches a process
 // the scan did not match, and an interrupt ends a run only between two
 // steps or rounds, so no set is ever left half-moved.
@@ -186,13 +191,13 @@ type run struct {
 	lg    *letGoState // with byArg
 }
 
-// Run applies the stop order. It returns the outcome and, unless the
+// Order applies the stop order. It returns the outcome and, unless the
 // chain was brought to zero (or there was nothing to do), an error
 // saying why not. The run looks at ctx between steps and between
 // rounds, never inside one: ended (SIGINT, SIGTERM or SIGHUP, its cause
 // an *interrupt.Cause), it ends the run with what is frozen still
 // frozen, and records where.
-func Run(ctx context.Context, c Config, rec *timeline.Recorder) (Outcome, error) {
+func Order(ctx context.Context, c Config, rec *timeline.Recorder) (Outcome, error) {
 	if c.Name == "" {
 		c.Name = freeze.GroupName(c.Spec)
 	}

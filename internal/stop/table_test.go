@@ -172,7 +172,7 @@ func fixedPoint(t *testing.T, m freeze.Method) {
 	c := fx.config(t, m)
 	c.Hold = true
 	rec, _ := timeline.New("", nil)
-	out, err := Run(context.Background(), c, rec)
+	out, err := Order(context.Background(), c, rec)
 	if m == freeze.None {
 		// none freezes nothing: a hold has nothing to hold with.
 		if out.Kind == Held && fx.held(t) {
@@ -202,7 +202,7 @@ func zero(t *testing.T, m freeze.Method) {
 	fx := newFixture(t)
 	fx.grows = 2
 	rec, _ := timeline.New("", nil)
-	out, err := Run(context.Background(), fx.config(t, m), rec)
+	out, err := Order(context.Background(), fx.config(t, m), rec)
 	if err != nil || out.Kind != Zero {
 		t.Fatalf("kind %v, err %v; want zero", out.Kind, err)
 	}
@@ -231,7 +231,7 @@ func interrupted(t *testing.T, m freeze.Method) {
 	}
 	c := fx.config(t, m)
 	rec, _ := timeline.New("", nil)
-	out, err := Run(ctx, c, rec)
+	out, err := Order(ctx, c, rec)
 	if out.Kind != Interrupted || err == nil {
 		t.Fatalf("kind %v, err %v; want interrupted", out.Kind, err)
 	}
@@ -266,7 +266,7 @@ func survivors(t *testing.T, m freeze.Method) {
 	stuck := fx.tr.Live(fx.tr.Target)[1]
 	fx.tr.SetState(stuck, 'D', "fuse_wait")
 	rec, _ := timeline.New("", nil)
-	out, err := Run(context.Background(), fx.config(t, m), rec)
+	out, err := Order(context.Background(), fx.config(t, m), rec)
 	if out.Kind != Survivors || err == nil {
 		t.Fatalf("kind %v, err %v; want survivors", out.Kind, err)
 	}
@@ -288,7 +288,7 @@ func nothingMatched(t *testing.T, m freeze.Method) {
 	tr.Add(0, tr.Other)
 	fx := &fixture{tr: tr}
 	rec, _ := timeline.New("", nil)
-	out, err := Run(context.Background(), fx.config(t, m), rec)
+	out, err := Order(context.Background(), fx.config(t, m), rec)
 	if err != nil || out.Kind != NothingMatched {
 		t.Fatalf("kind %v, err %v; want nothing matched", out.Kind, err)
 	}

@@ -47,7 +47,7 @@ func recordShape(t *testing.T, path string) (steps []string, start []string, end
 }
 
 // The command line, a guard's request and the drill go through one
-// incident (internal/incident), so the same run leaves the same record:
+// door (internal/stop's Run), so the same run leaves the same record:
 // the same steps, the same start fields, the same end. Before, the drill
 // built its own run: no peak-memory record, no run lock, no hidepid rule.
 func TestOneRecordForEveryWayIn(t *testing.T) {

@@ -42,7 +42,7 @@ const (
 	fixtureArg   = "__chain" // as internal/drill.FixtureArg
 )
 
-// Report is the lift as incident.Lift takes it: whether the process was
+// Report is the lift as stop.Lift takes it: whether the process was
 // lifted at its start, the CPU in microseconds it had used by then, and
 // when (Unix ns).
 func Report() (lifted bool, cpuUS, atNS int64) {

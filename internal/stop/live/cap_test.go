@@ -40,7 +40,7 @@ func TestNoMethodFreesASlotUnderTheCap(t *testing.T) {
 			}
 			stopSampling := drill.WatchCap(c.CapDir())
 			rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
-			out, err := stop.Run(context.Background(), config(t, m, c.Path), rec)
+			out, err := stop.Order(context.Background(), config(t, m, c.Path), rec)
 			cs := stopSampling()
 			peak, total := cs.Peak, cs.Total
 			t.Logf("%s", cs)
@@ -81,7 +81,7 @@ func TestCgroup2HoldsAChainInItsOwnGroup(t *testing.T) {
 	cfg := config(t, freeze.Cgroup2, c.Path)
 	cfg.Hold = true
 	rec, _ := timeline.New("", nil)
-	out, err := stop.Run(context.Background(), cfg, rec)
+	out, err := stop.Order(context.Background(), cfg, rec)
 	if err != nil || out.Kind != stop.Held {
 		t.Fatalf("hold: %+v %v", out, err)
 	}
@@ -103,7 +103,7 @@ func TestCgroup2HoldsAChainInItsOwnGroup(t *testing.T) {
 	}
 	cfg.Hold = false
 	rec2, _ := timeline.New("", nil)
-	out2, err := stop.Run(context.Background(), cfg, rec2)
+	out2, err := stop.Order(context.Background(), cfg, rec2)
 	if err != nil || out2.Kind != stop.Zero || !out2.Group.Reused() {
 		t.Fatalf("finishing run: %v reused %v (%v)", out2.Kind, out2.Group != nil && out2.Group.Reused(), err)
 	}

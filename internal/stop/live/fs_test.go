@@ -42,7 +42,7 @@ func TestStopOrderReachesZeroOnOverlayfsAndBtrfs(t *testing.T) {
 				cfg.Tuning.ScanProc = r.scan == "proc"
 				raise(t)
 				rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
-				out, err := stop.Run(context.Background(), cfg, rec)
+				out, err := stop.Order(context.Background(), cfg, rec)
 				if err != nil {
 					t.Fatalf("run: %v (survivors %d)", err, len(out.Survivors))
 				}

@@ -58,7 +58,7 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 					interrupt.Cancel(cancel, syscall.SIGINT)
 				}
 			})
-			out, err := stop.Run(ctx, cfg, rec)
+			out, err := stop.Order(ctx, cfg, rec)
 			if !errors.Is(err, stop.ErrInterrupted) {
 				t.Fatalf("run: %v, want ErrInterrupted (outcome %+v)", err, out)
 			}
@@ -122,7 +122,7 @@ func TestInterruptLeavesTheChainHeld(t *testing.T) {
 			// Run again, as the printed command does: it reuses the
 			// held group and reaches zero.
 			rec2, _ := timeline.New("", nil)
-			out2, err := stop.Run(context.Background(), cfg, rec2)
+			out2, err := stop.Order(context.Background(), cfg, rec2)
 			if err != nil || out2.Kind != stop.Zero {
 				t.Fatalf("rerun after the interrupt: %+v %v", out2, err)
 			}

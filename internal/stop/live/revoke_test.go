@@ -70,7 +70,7 @@ func TestRevokeExecStopsAnExecChain(t *testing.T) {
 	os.Chmod(c.Path, 0o755)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	rec, _ := timeline.New(tl, nil)
-	out, err := stop.Run(context.Background(), cfg, rec)
+	out, err := stop.Order(context.Background(), cfg, rec)
 	rec.Close()
 	if err != nil || out.Kind != stop.Zero {
 		t.Fatalf("--method none after revoking exec: %+v %v", out, err)

@@ -154,7 +154,7 @@ func TestStopOrderReachesZero(t *testing.T) {
 				t.Logf("chain at %d; decoy at %d", c.Population(), decoy.Population())
 				raise(t)
 				rec, _ := timeline.New("", func(e timeline.Event) { t.Logf("%8.1f ms %s", e.ElapsedMS, e.Msg) })
-				out, err := stop.Run(context.Background(), cfg, rec)
+				out, err := stop.Order(context.Background(), cfg, rec)
 				if err != nil {
 					t.Fatalf("run: %v (survivors %d)", err, len(out.Survivors))
 				}
@@ -182,7 +182,7 @@ func TestTimelineStepsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stop.Run(context.Background(), config(t, freeze.Auto, c.Path), rec); err != nil {
+	if _, err := stop.Order(context.Background(), config(t, freeze.Auto, c.Path), rec); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Close(); err != nil {
@@ -235,7 +235,7 @@ func holdThenRun(t *testing.T, m freeze.Method) {
 	cfg := config(t, m, c.Path)
 	cfg.Hold = true
 	rec, _ := timeline.New("", nil)
-	out, err := stop.Run(context.Background(), cfg, rec)
+	out, err := stop.Order(context.Background(), cfg, rec)
 	if err != nil || out.Kind != stop.Held {
 		t.Fatalf("hold: %+v %v", out, err)
 	}
@@ -252,7 +252,7 @@ func holdThenRun(t *testing.T, m freeze.Method) {
 	}
 	cfg.Hold = false
 	rec2, _ := timeline.New("", nil)
-	out2, err := stop.Run(context.Background(), cfg, rec2)
+	out2, err := stop.Order(context.Background(), cfg, rec2)
 	if err != nil || out2.Kind != stop.Zero {
 		t.Fatalf("second run: %+v %v", out2, err)
 	}
@@ -280,7 +280,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	cfg := config(t, freeze.Auto, c.Path)
 	cfg.DryRun = true
 	rec, _ := timeline.New("", nil)
-	out, err := stop.Run(context.Background(), cfg, rec)
+	out, err := stop.Order(context.Background(), cfg, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestNothingMatched(t *testing.T) {
 	}
 	cfg := config(t, freeze.Auto, path)
 	rec, _ := timeline.New("", nil)
-	out, err := stop.Run(context.Background(), cfg, rec)
+	out, err := stop.Order(context.Background(), cfg, rec)
 	if err != nil || out.Kind != stop.NothingMatched || out.Matched != 0 {
 		t.Fatalf("outcome %+v, err %v: want nothing matched", out, err)
 	}

@@ -1,4 +1,4 @@
-package incident
+package stop
 
 import (
 	"os"
@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"freeze/internal/freeze"
-	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -74,5 +73,5 @@ func Revoked(path string, uid int) ([]freeze.Revocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stop.Revocations(events)
+	return Revocations(events)
 }

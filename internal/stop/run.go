@@ -1,14 +1,4 @@
-// Package incident is one freeze run, end to end, for every caller: the
-// command line, a guard's request and the drill all hand it a checked
-// Request and get back a typed Report. It prepares the process (the lift,
-// the collector, the hidepid rule, the run lock), records (the timeline's
-// name, its fallback, freeze's peak memory), catches signals for the
-// length of the run, and runs the stop order (internal/stop).
-//
-// Start reading at Run. The package prints nothing: what it has to say
-// goes to the caller's Output, and the words a refusal needs are the
-// caller's (internal/order), from the typed errors here.
-package incident
+package stop
 
 import (
 	"context"
@@ -20,7 +10,6 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/priority"
 	"freeze/internal/proc"
-	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
 
@@ -69,18 +58,18 @@ type Request struct {
 	// (proc.Default); Open makes a method's group, nil for freeze's own.
 	// A test gives a fixture tree and its group.
 	FS   proc.FS
-	Open stop.Opener
+	Open Opener
 	// Tuning is for measurements (the FREEZE_* variables): Run reads
 	// them from the environment into a request that has none.
-	Tuning *stop.Tuning
+	Tuning *Tuning
 }
 
 // tuning is the request's, else the environment's, read once here.
-func (req Request) tuning() stop.Tuning {
+func (req Request) tuning() Tuning {
 	if req.Tuning != nil {
 		return *req.Tuning
 	}
-	return stop.TuningFromEnv()
+	return TuningFromEnv()
 }
 
 // named is the request with its name (Name), made here if the caller
@@ -132,7 +121,7 @@ type Report struct {
 	// JSON, the guard's log, the metrics and the fleet postmortem.
 	Outcome timeline.Step
 	Code    int // the exit code, from timeline.ExitCode
-	Stop    stop.Outcome
+	Stop    Outcome
 	Err     error // why the run did not reach zero; a refusal before the run is *HidePIDError or *LockedError
 	// Signal names the signal that ended an interrupted run.
 	Signal    string
@@ -193,17 +182,17 @@ func prepared(ctx context.Context, req Request, o Output, open func() *timeline.
 	defer lock.Release()
 	rec := open()
 	recordTakeover(lock, rec)
-	return run(ctx, req, raised, rec)
+	return runOrder(ctx, req, raised, rec)
 }
 
-// run is the stop order between the preparation and the closing of the
+// runOrder is the stop order between the preparation and the closing of the
 // timeline, with the signals that end ctx recorded for its length.
-func run(ctx context.Context, req Request, raised []string, rec *timeline.Recorder) Report {
+func runOrder(ctx context.Context, req Request, raised []string, rec *timeline.Recorder) Report {
 	priority.OnDrop(func(why string) {
 		rec.RecordOf(timeline.StageNone, timeline.StepPriorityDropped, why, timeline.PriorityDropped{Reason: "RLIMIT_RTTIME"})
 	})
 	stopWatch := recordSignals(ctx, rec)
-	res, err := stop.Run(ctx, stop.Config{
+	res, err := Order(ctx, Config{
 		Name: req.Name, FS: req.fs(), Open: req.Open, Tuning: req.tuning(), Spec: req.Spec, Method: req.Method, BTF: req.BTF, Spare: req.Spare, Hold: req.Hold, DryRun: req.DryRun,
 		Rounds: req.Limits.Rounds, Timeout: req.Limits.Timeout, RoundWait: req.Limits.RoundWait,
 		Command: req.Command, Priority: raised, LiftedAt: liftedAt(), LiftCPU: liftCPU(),
@@ -216,16 +205,16 @@ func run(ctx context.Context, req Request, raised []string, rec *timeline.Record
 
 // report reads the run's end off its own record, so the outcome a caller
 // is told is the one the postmortem reads.
-func report(rec *timeline.Recorder, res stop.Outcome, err error) Report {
+func report(rec *timeline.Recorder, res Outcome, err error) Report {
 	events := rec.Events()
 	h := timeline.Summarize("", rec.Path(), events)
-	rep := Report{Outcome: timeline.Step(h.Outcome), Code: h.Exit, Stop: res, Err: err, Summary: h, Signal: stop.SignalName(res.Signal)}
+	rep := Report{Outcome: timeline.Step(h.Outcome), Code: h.Exit, Stop: res, Err: err, Summary: h, Signal: SignalName(res.Signal)}
 	if len(events) > 0 {
 		rep.ElapsedMS = events[len(events)-1].ElapsedMS
 	}
 	if rep.Code < 0 {
 		// A run whose record has no end step: it cannot happen, as every
-		// path of stop.Run ends in one, but an operator must not read a
+		// path of Order ends in one, but an operator must not read a
 		// cut record as success.
 		rep.Outcome, rep.Code = timeline.StepFailed, timeline.ExitSurvivors
 	}

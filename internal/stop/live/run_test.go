@@ -1,4 +1,4 @@
-package incident
+package live_test
 
 import (
 	"context"
@@ -18,10 +18,9 @@ import (
 	"freeze/internal/match"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
+	"freeze/internal/stop"
 	"freeze/internal/timeline"
 )
-
-func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
 
 // said collects what a run says.
 type said struct {
@@ -29,8 +28,8 @@ type said struct {
 	warns, notes []string
 }
 
-func (s *said) output() Output {
-	return Output{
+func (s *said) output() stop.Output {
+	return stop.Output{
 		Warn: func(m string) { s.Lock(); s.warns = append(s.warns, m); s.Unlock() },
 		Note: func(m string) { s.Lock(); s.notes = append(s.notes, m); s.Unlock() },
 	}
@@ -63,13 +62,13 @@ func method() freeze.Method {
 // request is a run of spec into tl. As an ordinary user it acts on what
 // it can see (Force): another user's chains of the same name (other
 // packages' tests, as root) cannot be inspected, and would refuse it.
-func request(spec match.Spec, tl string) Request {
-	return Request{Spec: spec, Method: method(), Limits: Limits{Rounds: 20, Timeout: 120 * time.Second, RoundWait: 3 * time.Second},
+func request(spec match.Spec, tl string) stop.Request {
+	return stop.Request{Spec: spec, Method: method(), Limits: stop.Limits{Rounds: 20, Timeout: 120 * time.Second, RoundWait: 3 * time.Second},
 		Timeline: tl, Command: []string{"freeze", "(test)"}, Force: os.Geteuid() != 0}
 }
 
 // brief is a report in a line.
-func brief(r Report) string {
+func brief(r stop.Report) string {
 	return fmt.Sprintf("outcome %s, exit %d, signal %q, matched %d, err %v, timeline %s", r.Outcome, r.Code, r.Signal, r.Stop.Matched, r.Err, r.Timeline)
 }
 
@@ -79,7 +78,7 @@ func brief(r Report) string {
 func TestReportIsTheRecordsEnd(t *testing.T) {
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	var s said
-	rep := Run(context.Background(), request(idleTarget(t), tl), s.output())
+	rep := stop.Run(context.Background(), request(idleTarget(t), tl), s.output())
 	if rep.Outcome != timeline.StepNothingMatched || rep.Code != timeline.ExitZero || rep.Err != nil || rep.Timeline != tl {
 		t.Fatalf("%s; want nothing-matched, exit 0, timeline %s", brief(rep), tl)
 	}
@@ -109,8 +108,8 @@ func TestTheLockRefusesASecondRun(t *testing.T) {
 	defer held.Release()
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	var s said
-	rep := Run(context.Background(), request(spec, tl), s.output())
-	var locked *LockedError
+	rep := stop.Run(context.Background(), request(spec, tl), s.output())
+	var locked *stop.LockedError
 	if rep.Outcome != timeline.StepRefused || rep.Code != timeline.ExitRefused || !errors.As(rep.Err, &locked) {
 		t.Fatalf("%s; want refused by the lock", brief(rep))
 	}
@@ -121,7 +120,7 @@ func TestTheLockRefusesASecondRun(t *testing.T) {
 		t.Errorf("a refused run wrote its timeline: %v", err)
 	}
 	held.Release()
-	if rep := Run(context.Background(), request(spec, tl), s.output()); rep.Outcome != timeline.StepNothingMatched {
+	if rep := stop.Run(context.Background(), request(spec, tl), s.output()); rep.Outcome != timeline.StepNothingMatched {
 		t.Errorf("once the lock is released: %s", brief(rep))
 	}
 }
@@ -137,7 +136,7 @@ func TestAnUnwritableTimelineFallsBack(t *testing.T) {
 	}
 	tl := filepath.Join(notDir, "t.jsonl")
 	var s said
-	rep := Run(context.Background(), request(idleTarget(t), tl), s.output())
+	rep := stop.Run(context.Background(), request(idleTarget(t), tl), s.output())
 	if rep.Outcome != timeline.StepNothingMatched {
 		t.Fatalf("%s; want nothing-matched despite the timeline", brief(rep))
 	}
@@ -196,14 +195,14 @@ func TestSIGINTEndsTheRunBetweenSteps(t *testing.T) {
 			close(seen)
 		}
 	}
-	rep := Run(ctx, request(spec, filepath.Join(t.TempDir(), "t.jsonl")), out)
+	rep := stop.Run(ctx, request(spec, filepath.Join(t.TempDir(), "t.jsonl")), out)
 	if rep.Outcome != timeline.StepInterrupted || rep.Code != timeline.ExitInterrupted || rep.Signal != "SIGINT" {
 		t.Fatalf("%s; want interrupted by SIGINT, exit 4", brief(rep))
 	}
 	if n := len(c.Survivors()); n < 50 {
 		t.Fatalf("an interrupt between steps killed part of the chain: %d of 50 alive", n)
 	}
-	rep = Run(context.Background(), request(spec, filepath.Join(t.TempDir(), "t2.jsonl")), s.output())
+	rep = stop.Run(context.Background(), request(spec, filepath.Join(t.TempDir(), "t2.jsonl")), s.output())
 	if rep.Outcome != timeline.StepZero {
 		t.Fatalf("the run again: %s", brief(rep))
 	}
