@@ -24,23 +24,28 @@ func TestRunStartsTheCommandInItsGroupsAndStaysOut(t *testing.T) {
 	bin := buildFreeze(t)
 	dir := t.TempDir()
 	sh, sleep := copyTool(t, dir, "sh"), copyTool(t, dir, "sleep")
-	ids, cg, goOn := filepath.Join(dir, "ids"), filepath.Join(dir, "cg"), filepath.Join(dir, "go")
-	script := "cat /proc/$$/cgroup > " + cg + ".tmp && mv " + cg + ".tmp " + cg + "; echo $$ $PPID > " + ids +
+	// One file, renamed into place once whole: its first line the
+	// command's pid and its parent's (freeze run), then its groups. (A
+	// first version wrote the pids after the groups' file, which the
+	// test read as soon as it appeared: .ci/run's rehearsal 28 read no
+	// pids.)
+	said, goOn := filepath.Join(dir, "said"), filepath.Join(dir, "go")
+	script := "{ echo $$ $PPID; cat /proc/$$/cgroup; } > " + said + ".tmp && mv " + said + ".tmp " + said +
 		"; n=0; while [ ! -e " + goOn + " ] && [ $n -lt 600 ]; do " + sleep + " 0.05; n=$((n+1)); done"
 	tl := filepath.Join(dir, "run.jsonl")
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second,
 		Command: []string{bin, "run", "-t", tl, "--", sh, "-c", script}})
-	var lines string
+	var b []byte
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if b, err := os.ReadFile(cg); err == nil {
-			lines = string(b)
+		var err error
+		if b, err = os.ReadFile(said); err == nil {
 			break
 		}
 	}
-	b, _ := os.ReadFile(ids)
-	f := strings.Fields(string(b))
+	first, lines, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(first)
 	if lines == "" || len(f) != 2 {
-		t.Fatalf("the command did not report its groups and pids (%q); stderr:\n%s", b, c.Stderr())
+		t.Fatalf("the command did not report its pids and groups (%q); stderr:\n%s", b, c.Stderr())
 	}
 	cmdPID, freezePID := f[0], f[1]
 	freezeTasks, _ := os.ReadDir("/proc/" + freezePID + "/task")
