@@ -184,7 +184,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	rep.Exit, rep.Why = c.verdict(rep)
 	c.Rec.RecordOf(timeline.StageRecord, timeline.StepRunEnd, rep.Why, timeline.RunEnd{Exit: rep.Exit, Why: rep.Why, Leftovers: len(rep.Leftovers),
-		Refused: rep.Refused, Peak: rep.Peak, Max: c.MaxProcs, AtCap: rep.AtCap, Zero: rep.Zero, TookMS: msOf(rep.Took),
+		Refused: rep.Refused, Peak: max(rep.Peak, 0), Max: c.MaxProcs, AtCap: rep.AtCap, Zero: rep.Zero, TookMS: msOf(rep.Took),
 		TeardownMS: msOf(rep.TeardownTook), RemoveMS: msOf(rep.RemoveTook)})
 	return rep, nil
 }

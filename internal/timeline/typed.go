@@ -232,8 +232,11 @@ type RunEnd struct {
 	Why       string `json:"why"`
 	Leftovers int    `json:"leftovers"`
 	Refused   int    `json:"forks_refused"` // by the cap (pids.events)
-	Peak      int    `json:"peak"`          // pids.peak, -1 unknown
-	Max       int    `json:"max_procs"`
+	// Peak is pids.peak; absent where there is none (5.10, the rlimit):
+	// the reader refuses a negative count, and -1 made such a record
+	// unreadable.
+	Peak int `json:"peak,omitempty"`
+	Max  int `json:"max_procs"`
 	// AtCap: what the group held when the cap first fired, by
 	// executable ("2043 x /tmp/x/bomb").
 	AtCap  []string `json:"at_cap,omitempty"`

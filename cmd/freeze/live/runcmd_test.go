@@ -656,6 +656,12 @@ func TestRunAsNobodySaysWhichGuaranteesHold(t *testing.T) {
 	if !strings.Contains(c.Stderr(), "RLIMIT_NPROC, which counts every process of your user and does not bind root") {
 		t.Errorf("freeze run does not say its cap is the rlimit:\n%s", c.Stderr())
 	}
+	// Its record reads back: with no group there is no pids.peak, and a
+	// peak of -1 made the reader refuse the whole file (found on 5.10,
+	// which has no pids.peak either).
+	if _, err := timeline.ReadFile(filepath.Join(dir, "run.jsonl")); err != nil {
+		t.Errorf("the run's record does not read back: %v", err)
+	}
 	// With no group, the set is freeze's descendants: a grandchild in a
 	// new session is re-parented to freeze (the subreaper), and killed.
 	c, code = runUnder(t, []string{"/usr/sbin/runuser", "-u", "nobody", "--", nbin, "run", "--wait-delay", "300ms", "--state-dir", filepath.Join(dir, "state"),
