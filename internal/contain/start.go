@@ -117,6 +117,7 @@ func releaseAtExec(cmd *exec.Cmd, before func() error) (err, back error) {
 			unix.Kill(pid, unix.SIGKILL)
 			unix.Wait4(pid, &ws, unix.WALL, nil)
 		}
+		cmd.Process.Release() // reaped here: its pidfd goes too
 		back = before()
 		return err, back
 	}
@@ -127,6 +128,7 @@ func releaseAtExec(cmd *exec.Cmd, before func() error) (err, back error) {
 	if err != nil || back != nil {
 		unix.Kill(pid, unix.SIGKILL)
 		unix.Wait4(pid, &ws, unix.WALL, nil)
+		cmd.Process.Release() // reaped here: its pidfd goes too
 		if err == nil {
 			err = back
 		}

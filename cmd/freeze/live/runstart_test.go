@@ -34,7 +34,7 @@ func TestRunStartsTheCommandInItsGroupsAndStaysOut(t *testing.T) {
 		"; n=0; while [ ! -e " + goOn + " ] && [ $n -lt 600 ]; do " + sleep + " 0.05; n=$((n+1)); done"
 	tl := filepath.Join(dir, "run.jsonl")
 	c := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 300, HopCap: 1, Timeout: 120 * time.Second,
-		Command: []string{bin, "run", "-t", tl, "--", sh, "-c", script}})
+		Command: []string{bin, "run", "--state-dir", filepath.Join(dir, "state"), "-t", tl, "--", sh, "-c", script}})
 	var b []byte
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		var err error
