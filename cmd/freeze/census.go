@@ -15,10 +15,8 @@ import (
 	"freeze/internal/guard"
 	"freeze/internal/metrics"
 	"freeze/internal/order"
-	"freeze/internal/proc"
 	"freeze/internal/say"
 	"freeze/internal/show"
-	"freeze/internal/timeline"
 )
 
 const censusUsage = `Usage:
@@ -88,7 +86,7 @@ func runCensus(o out, args []string) int {
 		o.Hintf("keep the number of series small: the default, 10, is enough to see a chain coming")
 		return exitUsage
 	}
-	r, err := census.Take(proc.Default, *sample, *top)
+	r, err := census.Here(*sample, *top)
 	if err != nil {
 		o.Errorf("census: %v", err)
 		return exitSurvivors
@@ -137,7 +135,7 @@ func printCensus(o out, r *census.Report) {
 	} else if t != nil && t.Ratio >= 0.9 {
 		fmt.Fprintf(w, "pids cgroup %s is near its cap: %d of pids.max %d%s\n", show.Term(t.Path), t.Current, t.Max, holds(t))
 	}
-	fmt.Fprintf(w, "\n%d processes; top %d executables over %s:\n", r.Total, len(r.Rows), timeline.Dur(time.Duration(r.Sample*float64(time.Second))))
+	fmt.Fprintf(w, "\n%d processes; top %d executables over %s:\n", r.Total, len(r.Rows), show.Dur(time.Duration(r.Sample*float64(time.Second))))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "count\torphans\tcpu%\t+new\t-gone\toldest\tpgrps\tsessions\t\texecutable")
 	for _, row := range r.Rows {

@@ -11,13 +11,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"freeze/internal/drill"
-	"freeze/internal/freeze"
 	"freeze/internal/guard"
 	"freeze/internal/order"
 	"freeze/internal/say"
 	"freeze/internal/show"
 	"freeze/internal/stop"
-	"freeze/internal/timeline"
 )
 
 const hiddenChain = drill.FixtureArg
@@ -35,15 +33,16 @@ type drillFlags struct {
 // askGuard is how a drill handed to the guard (--guard) asks it: through
 // its FIFO, as 'echo ... > ask' would, or its socket, as 'freeze --path'
 // does (the guard's words go to the asker's stderr).
-func askGuard(o out, f drillFlags) func([]string, func(string)) (stop.Report, error) {
-	return func(words []string, say func(string)) (stop.Report, error) {
+func askGuard(o out, f drillFlags) func([]string, func(string)) (drill.Answer, error) {
+	return func(words []string, say func(string)) (drill.Answer, error) {
 		if f.via == "fifo" {
 			say(fmt.Sprintf("drill: asking the guard at %s through its FIFO: echo %s > %s", f.runDir, show.Shell(strings.Join(words, " ")), filepath.Join(f.runDir, guard.AskName)))
-			return guard.AskFIFO(f.runDir, words, f.timeout+30*time.Second)
+			rep, err := guard.AskFIFO(f.runDir, words, f.timeout+30*time.Second)
+			return drill.Answer{Exit: rep.Code(), Outcome: rep.Outcome, Timeline: rep.Timeline}, err
 		}
 		say(fmt.Sprintf("drill: handing the stop order to the guard at %s over its socket, as 'freeze --path' does", f.runDir))
 		code, err := guard.Ask(f.runDir, words, o.Stderr, o.Stderr)
-		return stop.Report{Code: code}, err
+		return drill.Answer{Exit: code}, err
 	}
 }
 
@@ -76,9 +75,9 @@ func runDrill(ctx context.Context, o out, args []string) int {
 		held = fmt.Sprintf("the chain (%d when the stop order started, %d when freeze held it) contained", rep.Reached, m)
 	}
 	if rep.Guard != nil {
-		o.Sayf("drill passed: %s to zero in %s by the guard (through its %s); nothing left behind; the guard's timeline: %s", held, timeline.Dur(rep.Incident), f.via, rep.Guard.Timeline)
+		o.Sayf("drill passed: %s to zero in %s by the guard (through its %s); nothing left behind; the guard's timeline: %s", held, show.Dur(rep.Incident), f.via, rep.Guard.Timeline)
 	} else {
-		o.Sayf("drill passed: %s to zero in %s with --method %s; nothing left behind", held, timeline.Dur(rep.Incident), rep.Outcome.Group.Method())
+		o.Sayf("drill passed: %s to zero in %s with --method %s; nothing left behind", held, show.Dur(rep.Incident), rep.Outcome.Group.Method())
 	}
 	o.Sayf("in an incident here: %s --path /abs/path/of/the/runaway (this machine would use --method %s)", say.Self(), rep.WouldUse)
 	if rep.Timeline != "" {
@@ -89,7 +88,7 @@ func runDrill(ctx context.Context, o out, args []string) int {
 
 // parseDrillFlags parses and checks the drill's flags; a code of -1 means
 // go on.
-func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
+func parseDrillFlags(o out, args []string) (drillFlags, drill.Method, int) {
 	var f drillFlags
 	fl := pflag.NewFlagSet("freeze drill", pflag.ContinueOnError)
 	fl.SetOutput(io.Discard)
@@ -110,7 +109,7 @@ func parseDrillFlags(o out, args []string) (drillFlags, freeze.Method, int) {
 		fmt.Fprint(o.Stdout, drillUsage)
 		return f, "", exitZero
 	}
-	m, err := freeze.ParseMethod(f.method, false)
+	m, err := drill.ParseMethod(f.method)
 	switch {
 	case f.shape != "tree" && f.shape != "line" && f.shape != "churn":
 		o.Errorf("drill: unknown --shape %q", f.shape)

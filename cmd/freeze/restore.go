@@ -8,9 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"freeze/internal/freeze"
 	"freeze/internal/stop"
-	"freeze/internal/timeline"
 )
 
 func runRestore(o out, args []string) int {
@@ -35,7 +33,7 @@ func runRestore(o out, args []string) int {
 	revs, err := stop.Revoked(*path, os.Getuid())
 	if err != nil {
 		o.Errorf("restore: timeline %s: %v", *path, err)
-		if errors.Is(err, timeline.ErrUntrusted) {
+		if errors.Is(err, stop.ErrUntrusted) {
 			o.Hintf("restore takes only a timeline owned by root (or you), not writable by others: the one the run printed")
 		}
 		return exitUsage
@@ -46,7 +44,7 @@ func runRestore(o out, args []string) int {
 	}
 	code := exitZero
 	for _, r := range revs {
-		if err := freeze.Restore(r); err != nil {
+		if err := stop.Restore(r); err != nil {
 			o.Warnf("restore: left %s alone: %v", r.Path, err)
 			code = exitSurvivors
 			continue

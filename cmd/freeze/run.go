@@ -88,7 +88,7 @@ func runStop(ctx context.Context, o out, args []string) int {
 		if code != 0 {
 			return code
 		}
-		return order.Run(ctx, o, f, req).Code
+		return order.Run(ctx, o, f, req).Code()
 	}
 	// The guard runs in its own directory: a relative --timeline would be
 	// written there (#24, finding 9). Resolved here, where the operator
@@ -110,7 +110,7 @@ func runStop(ctx context.Context, o out, args []string) int {
 		o.Warnf("%v; running here instead", err)
 	}
 	o.Stderr.Write(pre.Bytes())
-	return order.Run(ctx, o, f, req).Code
+	return order.Run(ctx, o, f, req).Code()
 }
 
 // runHelp is 'freeze help [CMD]': the usage of freeze or of CMD.

@@ -14,8 +14,6 @@ import (
 	"freeze/internal/contain"
 	"freeze/internal/say"
 	"freeze/internal/show"
-	"freeze/internal/stop"
-	"freeze/internal/timeline"
 )
 
 type runFlags struct {
@@ -47,45 +45,20 @@ func runRun(ctx context.Context, o out, args []string) int {
 		o.Errorf("run: cannot find freeze's own executable: %v", err)
 		return exitRefused
 	}
-	// The record stays in memory unless asked for (-t) or worth keeping:
-	// under go test -exec, a file per clean test binary would pile up.
-	quiet := stop.Output{Warn: func(s string) { o.Warnf("%s", s) }}
-	rec, _ := timeline.New("", nil)
-	if f.timeline != "" {
-		rec = stop.OpenTimeline(f.timeline, quiet)
-	}
-	rep, err := contain.Run(ctx, contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
-		Self: self, StateDir: f.stateDir, Rec: rec, KeepEscaped: f.allowLeftovers, FailLeftovers: f.leaks == "fail" && !f.allowLeftovers})
+	rep, tl, err := contain.Recorded(ctx, contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
+		Self: self, StateDir: f.stateDir, KeepEscaped: f.allowLeftovers, FailLeftovers: f.leaks == "fail" && !f.allowLeftovers},
+		f.timeline, func(s string) { o.Warnf("%s", s) })
 	if err != nil {
-		rec.Close()
 		o.Errorf("run: %v; the command was not run", err)
 		return exitRefused
-	}
-	stop.CloseTimeline(rec, quiet)
-	if rec.Path() == "" && rep.Exit != rep.Status {
-		keepRecord(o, rec)
 	}
 	if !f.jsonOut {
 		// With --json the report is the JSON alone: a reader pipes
 		// stderr to jq, which a line of words before it broke (#52).
-		sayRun(o, rep, rec.Path(), f.delay)
+		sayRun(o, rep, tl, f.delay)
 	}
-	writeRunReports(o, f, rep, command, rec.Path())
+	writeRunReports(o, f, rep, command, tl)
 	return rep.Exit
-}
-
-// keepRecord saves a run's record that has something to report (a
-// leftover, the cap, the timeout) in the caller's checked state directory.
-func keepRecord(o out, rec *timeline.Recorder) {
-	dir := timeline.StateDir()
-	if err := timeline.CheckStateDir(dir); err != nil {
-		o.Warnf("run: the timeline is not kept: %v", err)
-		return
-	}
-	rec.SaveAtEnd(timeline.RunName("run"))
-	if _, err := rec.SaveCopy(dir); err != nil {
-		o.Warnf("run: the timeline is not kept: %v", err)
-	}
 }
 
 // sayRun says, in freeze's voice, what held and what was left.
@@ -112,12 +85,12 @@ func sayRun(o out, rep contain.Report, tl string, delay time.Duration) {
 	if n := len(rep.Leftovers); n > 0 {
 		status = fmt.Sprintf("%d process(es) outlived it and were killed", n)
 	}
-	o.Sayf("run: %s in %s; %s; the group is empty (zero confirmed)", rep.ExitWords(), timeline.Dur(rep.Took), status)
+	o.Sayf("run: %s in %s; %s; the group is empty (zero confirmed)", rep.ExitWords(), show.Dur(rep.Took), status)
 	if len(rep.Leftovers) > 0 && delay >= slowDelay {
 		// #52: on a suite that leaks, this wait was most of freeze's
 		// overhead (pytest: 2.0 s a run, 1.02 s with 100ms), and
 		// nothing said so.
-		o.Sayf("run: of that, up to %s was --wait-delay, the leftovers' time to exit before they were killed: on a suite that leaves processes each run, it is most of freeze's cost (--wait-delay 100ms shortens it)", timeline.Dur(delay))
+		o.Sayf("run: of that, up to %s was --wait-delay, the leftovers' time to exit before they were killed: on a suite that leaves processes each run, it is most of freeze's cost (--wait-delay 100ms shortens it)", show.Dur(delay))
 	}
 	if !rep.Zero {
 		o.Errorf("run: %s", rep.Why)

@@ -9,7 +9,6 @@ import (
 
 	"freeze/internal/postmortem"
 	"freeze/internal/say"
-	"freeze/internal/timeline"
 )
 
 func runTimeline(o out, args []string) int {
@@ -42,7 +41,7 @@ func runTimeline(o out, args []string) int {
 	if st, err := os.Stat(fl.Arg(0)); err == nil && st.IsDir() {
 		return runFleet(o, fl.Args(), format)
 	}
-	events, err := timeline.ReadFile(fl.Arg(0))
+	events, err := postmortem.ReadFile(fl.Arg(0))
 	if err != nil && len(events) == 0 {
 		o.Errorf("timeline %s: %v", fl.Arg(0), err)
 		return exitUsage

@@ -91,6 +91,10 @@ func take(fs proc.FS) map[int]snap {
 	return out
 }
 
+// Here takes the census of this machine's own /proc (Take with
+// proc.Default).
+func Here(sample time.Duration, top int) (*Report, error) { return Take(proc.Default, sample, top) }
+
 // Take samples the machine over sample and builds the report, keeping the
 // top rows.
 func Take(fs proc.FS, sample time.Duration, top int) (*Report, error) {

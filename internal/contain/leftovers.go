@@ -12,6 +12,7 @@ import (
 
 	"freeze/internal/census"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -98,7 +99,7 @@ func (l *Leftover) name(lin *lineage) {
 }
 
 func (l Leftover) String() string {
-	s := fmt.Sprintf("left behind: pid %d %s (%s), %s old, parent %d", l.PID, argvLine(l.Args, l.Exe), exeOf(l), timeline.Dur(time.Duration(l.StartAge*float64(time.Second))), l.PPID)
+	s := fmt.Sprintf("left behind: pid %d %s (%s), %s old, parent %d", l.PID, argvLine(l.Args, l.Exe), exeOf(l), show.Dur(time.Duration(l.StartAge*float64(time.Second))), l.PPID)
 	if l.StartedBy != "" {
 		s += "; started by " + l.StartedBy
 	}

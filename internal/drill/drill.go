@@ -55,7 +55,7 @@ type Config struct {
 	// drill --guard fifo|socket) instead of running it here: Ask asks it
 	// (cmd/freeze gives it: the guard's client), saying first how.
 	Via string
-	Ask func(words []string, say func(string)) (stop.Report, error)
+	Ask func(words []string, say func(string)) (Answer, error)
 	// Timeline is where the drill records, "" for a new file in the
 	// caller's state directory; the guard's run writes its own beside it.
 	Timeline string
@@ -78,9 +78,9 @@ type Report struct {
 	// is the run's own report of it (empty through a guard).
 	Ended       timeline.Step
 	Outcome     stop.Outcome
-	Guard       *stop.Report // the guard's answer, with Config.Via
-	Passed      bool         // zero reached, nothing left behind
-	Timeline    string       // the drill's record
+	Guard       *Answer // the guard's answer, with Config.Via
+	Passed      bool    // zero reached, nothing left behind
+	Timeline    string  // the drill's record
 	Leftovers   []string
 	StopErr     error
 	Incident    time.Duration
@@ -277,6 +277,22 @@ func (c *chain) leftovers(spec match.Spec, programs []uint32) []string {
 	return out
 }
 
+// Method is how a drill freezes its chain: auto, bpf, cgroup2, cgroup1 or
+// sigstop, as freeze --method takes them.
+type Method = freeze.Method
+
+// ParseMethod reads a drill's --method (a drill never revokes exec).
+func ParseMethod(s string) (Method, error) { return freeze.ParseMethod(s, false) }
+
+// Answer is a guard's answer to the drill's request. Over the FIFO the
+// guard's log gives all three; over the socket the answer is the exit
+// code alone, and the drill reads the outcome off the guard's timeline.
+type Answer struct {
+	Exit     int
+	Outcome  timeline.Step
+	Timeline string
+}
+
 // askGuard hands the stop order to a running guard: the request as an
 // operator would make it, through its FIFO (as 'echo ... > ask' would)
 // or its socket (as 'freeze --path' does); the guard's own timeline, beside
@@ -306,8 +322,8 @@ func askGuard(c Config, path string, method freeze.Method, rep *Report, say func
 	}
 	// Over the socket the outcome is the guard's timeline's; exit 0
 	// with no timeline read is taken as the exit code says.
-	if res.Code != 0 || res.Outcome != timeline.StepZero && res.Outcome != "" {
-		return res.Outcome, fmt.Errorf("the guard's run ended %q, exit %d (its timeline: %s)", res.Outcome, res.Code, res.Timeline)
+	if res.Exit != 0 || res.Outcome != timeline.StepZero && res.Outcome != "" {
+		return res.Outcome, fmt.Errorf("the guard's run ended %q, exit %d (its timeline: %s)", res.Outcome, res.Exit, res.Timeline)
 	}
 	if events, err := timeline.ReadFile(res.Timeline); err == nil {
 		rep.Outcome.GatePrograms = timeline.GatePrograms(events)

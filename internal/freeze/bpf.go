@@ -316,14 +316,14 @@ func (s *Sealed) Attached() (string, timeline.GateAttached) {
 	if preloaded {
 		how = "preloaded, filled in"
 	}
-	attach := "attach " + timeline.Dur(g.AttachTook)
+	attach := "attach " + show.Dur(g.AttachTook)
 	switch {
 	case g.Started():
 		attach = g.Refusal() + " in the background"
 	case g.Settling():
 		attach = g.Refusal() + " if a second kill round is needed"
 	}
-	msg := fmt.Sprintf("gate attached, form %s (%s %s, %s, held after %s): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, timeline.Dur(g.LoadTook), attach, timeline.Dur(g.HeldTook), gateAction(g))
+	msg := fmt.Sprintf("gate attached, form %s (%s %s, %s, held after %s): no process of the chain can fork, clone or exec from now on; each that tries is %s", g.Form, how, show.Dur(g.LoadTook), attach, show.Dur(g.HeldTook), gateAction(g))
 	if note != "" {
 		msg += "; " + note
 	}
@@ -470,7 +470,7 @@ func (s *Sealed) Unseal() (string, timeline.GateDetached) {
 	}
 	switch {
 	case started && serr == nil && g.Form.Refuses():
-		msg += fmt.Sprintf("; the refusal (form %s) had attached %s after the run's attach began", g.Form, timeline.Dur(g.AttachTook))
+		msg += fmt.Sprintf("; the refusal (form %s) had attached %s after the run's attach began", g.Form, show.Dur(g.AttachTook))
 	case started && serr == nil:
 		msg += "; no refusing form loads here (tried in the background), the stop alone held the chain"
 		for _, k := range g.Tried {

@@ -94,7 +94,7 @@ func AskFIFO(runDir string, words []string, within time.Duration) (stop.Report, 
 			if json.Unmarshal([]byte(line), &e) != nil || e.Event != "request" || e.Source != "fifo" || !slices.Equal(e.Request, words) {
 				continue
 			}
-			return stop.Report{Code: e.Exit, Outcome: timeline.Step(e.Outcome), Timeline: e.Timeline}, nil
+			return stop.Report{Outcome: timeline.Step(e.Outcome), Timeline: e.Timeline}, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

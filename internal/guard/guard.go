@@ -488,20 +488,20 @@ func (g *Guard) handle(ctx context.Context, r request) {
 	}
 	res := g.run(ctx, Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
 	if r.source == "fifo" {
-		g.ack(fmt.Sprintf("done exit %d %s", res.Code, res.Outcome), r.line)
+		g.ack(fmt.Sprintf("done exit %d %s", res.Code(), res.Outcome), r.line)
 	}
 	if r.conn != nil {
 		ow.Flush()
 		ew.Flush()
-		fmt.Fprintf(pc, "exit %d\n", res.Code)
+		fmt.Fprintf(pc, "exit %d\n", res.Code())
 	}
 	g.record("request", &RequestLine{Source: r.source, UID: r.uid, PID: r.pid, Request: r.words,
-		Exit: res.Code, Outcome: string(res.Outcome), Timeline: res.Timeline, TookMS: float64(time.Since(t0).Microseconds()) / 1000,
+		Exit: res.Code(), Outcome: string(res.Outcome), Timeline: res.Timeline, TookMS: float64(time.Since(t0).Microseconds()) / 1000,
 		ZeroMS: res.Summary.ZeroMS, GateForks: res.Summary.GateForks, GateExecs: res.Summary.GateExecs})
 	g.stats.add(string(res.Outcome), res.Summary, time.Now())
-	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code, res.Outcome))
+	g.c.Say(fmt.Sprintf("request done: exit %d (%s)", res.Code(), res.Outcome))
 	if r.answer != nil {
-		*r.answer = answer{outcome: string(res.Outcome), timeline: res.Timeline, exit: res.Code}
+		*r.answer = answer{outcome: string(res.Outcome), timeline: res.Timeline, exit: res.Code()}
 	}
 }
 
@@ -521,7 +521,7 @@ func (g *Guard) rearm(r request) {
 // then the guard readies itself for the next.
 func (g *Guard) run(ctx context.Context, req Asked, stdout, stderr io.Writer) stop.Report {
 	if g.c.Run == nil {
-		return stop.Report{Code: timeline.ExitSurvivors, Outcome: timeline.StepFailed, Err: errors.New("this guard was armed with no runner")}
+		return stop.Report{Outcome: timeline.StepFailed, Err: errors.New("this guard was armed with no runner")}
 	}
 	var spare func() *freeze.Spare
 	if g.c.Armed != nil {

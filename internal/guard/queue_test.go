@@ -102,7 +102,7 @@ func TestARestartedGuardServesTheBlockedWriter(t *testing.T) {
 	got := make(chan []string, 1)
 	cfg := Config{RunDir: dir, Say: func(string) {}, Run: func(_ context.Context, o say.Out, words []string, _ *proc.File, _ func() *freeze.Spare) stop.Report {
 		got <- words
-		return stop.Report{Code: 0, Outcome: timeline.StepZero}
+		return stop.Report{Outcome: timeline.StepZero}
 	}}
 	g, err := Arm(cfg)
 	if err != nil {

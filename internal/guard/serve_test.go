@@ -49,7 +49,7 @@ func armWith(t *testing.T, print func(stdout, stderr io.Writer)) *armed {
 		fmt.Fprintf(stderr, "freeze: ran %d words\n", len(words))
 		print(stdout, stderr)
 		fmt.Fprintln(stdout, `{"outcome": "zero"}`)
-		return stop.Report{Code: 0, Outcome: timeline.StepZero, Timeline: "/tmp/t.jsonl", Summary: timeline.HostRun{GateForks: 42}}
+		return stop.Report{Outcome: timeline.StepZero, Timeline: "/tmp/t.jsonl", Summary: timeline.HostRun{GateForks: 42}}
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestFIFORequestsAreSplitOrRefused(t *testing.T) {
 	a := arm(t)
 	words := []string{"--path", "/tmp/it's here"}
 	res, err := AskFIFO(a.dir, words, 10*time.Second)
-	if err != nil || res.Code != 0 || res.Outcome != "zero" {
+	if err != nil || res.Code() != 0 || res.Outcome != "zero" {
 		t.Fatalf("AskFIFO: %+v, %v", res, err)
 	}
 	if !a.ran(words) {

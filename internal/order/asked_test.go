@@ -27,8 +27,8 @@ func TestRelativeTimelineOfARequest(t *testing.T) {
 		// is refused next, as a usage error, before anything runs.
 		res := Asked(context.Background(), say.Out{Stdout: &stderr, Stderr: &stderr}, strings.Fields(words), nil, nil)
 		said := strings.Contains(stderr.String(), "is relative: the guard does not know your directory")
-		if res.Code != 2 || said != relative {
-			t.Errorf("%q: exit %d, refused as relative %v, want exit 2 and %v; said:\n%s", words, res.Code, said, relative, stderr.String())
+		if res.Code() != 2 || said != relative {
+			t.Errorf("%q: exit %d, refused as relative %v, want exit 2 and %v; said:\n%s", words, res.Code(), said, relative, stderr.String())
 		}
 	}
 }
@@ -49,8 +49,8 @@ func TestAutoRequestRefusesAReplacedFile(t *testing.T) {
 	}
 	words := []string{"--path", tool, "--hold", "--timeline", filepath.Join(dir, "t.jsonl")}
 	var said bytes.Buffer
-	if res := Asked(context.Background(), say.Out{Stdout: &said, Stderr: &said}, words, &judged, nil); res.Code != 0 || res.Outcome != "nothing-matched" {
-		t.Fatalf("the judged file itself: exit %d (%s):\n%s", res.Code, res.Outcome, said.String())
+	if res := Asked(context.Background(), say.Out{Stdout: &said, Stderr: &said}, words, &judged, nil); res.Code() != 0 || res.Outcome != "nothing-matched" {
+		t.Fatalf("the judged file itself: exit %d (%s):\n%s", res.Code(), res.Outcome, said.String())
 	}
 	// The swap: another file renamed over the path (made while the
 	// judged one still exists, so its inode differs).
@@ -63,8 +63,8 @@ func TestAutoRequestRefusesAReplacedFile(t *testing.T) {
 	}
 	said.Reset()
 	res := Asked(context.Background(), say.Out{Stdout: &said, Stderr: &said}, words, &judged, nil)
-	if res.Code != 3 || !strings.Contains(said.String(), "no longer the file the guard judged") {
-		t.Fatalf("after the swap: exit %d (%s):\n%s", res.Code, res.Outcome, said.String())
+	if res.Code() != 3 || !strings.Contains(said.String(), "no longer the file the guard judged") {
+		t.Fatalf("after the swap: exit %d (%s):\n%s", res.Code(), res.Outcome, said.String())
 	}
 }
 

@@ -73,24 +73,24 @@ func (f Flags) Timeline() string { return f.timeline }
 func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) stop.Report {
 	f, code := Parse(o, words)
 	if code >= 0 {
-		return stop.Report{Code: code, Outcome: timeline.StepUsage}
+		return stop.Report{Outcome: outcomeOf(code)}
 	}
 	if f.timeline != "" && !filepath.IsAbs(f.timeline) {
 		// The guard cannot know the asker's directory (a FIFO request
 		// has none): a relative path would land in the guard's own.
 		o.Errorf("--timeline %s is relative: the guard does not know your directory", f.timeline)
 		o.Hintf("give an absolute path, for example --timeline /var/tmp/freeze/stop.jsonl")
-		return stop.Report{Code: timeline.ExitUsage, Outcome: timeline.StepUsage}
+		return stop.Report{Outcome: timeline.StepUsage}
 	}
 	req, code := f.Request(o)
 	if code != 0 {
-		return stop.Report{Code: code, Outcome: outcomeOf(code)}
+		return stop.Report{Outcome: outcomeOf(code)}
 	}
 	if j := judged; j != nil && (len(req.Spec.Targets) != 1 || req.Spec.Targets[0].File.Dev != j.Dev || req.Spec.Targets[0].File.Ino != j.Ino) {
 		// The guard judged one file; between its judging and this
 		// resolve, the path's owner could have put another there.
 		o.Errorf("refused: %s is no longer the file the guard judged (device %d, inode %d); nothing was changed", f.paths[0], j.Dev, j.Ino)
-		return stop.Report{Code: timeline.ExitRefused, Outcome: timeline.StepRefused}
+		return stop.Report{Outcome: timeline.StepRefused}
 	}
 	if spare != nil {
 		req.Spare = spare()

@@ -46,7 +46,10 @@ type zombieJSON struct {
 
 // outcomeOf names an early exit code (a request that never ran).
 func outcomeOf(code int) timeline.Step {
-	if code == timeline.ExitRefused {
+	switch code {
+	case timeline.ExitZero:
+		return timeline.StepHelp
+	case timeline.ExitRefused:
 		return timeline.StepRefused
 	}
 	return timeline.StepUsage
@@ -209,7 +212,7 @@ func reportAfter(o say.Out, rep stop.Report) {
 			}
 		}
 	}
-	if len(res.Hidden) > 0 && rep.Code != timeline.ExitRefused {
+	if len(res.Hidden) > 0 && rep.Code() != timeline.ExitRefused {
 		o.Warnf("%d processes named %q of other users could not be inspected (permission denied without root) and were left alone:", len(res.Hidden), res.Hidden[0].Comm)
 		sayHidden(o, res.Hidden)
 	}

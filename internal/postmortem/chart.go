@@ -2,8 +2,10 @@ package postmortem
 
 import (
 	"fmt"
-	"freeze/internal/timeline"
 	"strings"
+
+	"freeze/internal/show"
+	"freeze/internal/timeline"
 )
 
 // A ChartPoint is the chain's size at one step of a run: the match, the
@@ -83,7 +85,7 @@ func (r renderer) chart(events []timeline.Event) {
 	if r.md {
 		var labels, values []string
 		for _, p := range pts {
-			labels = append(labels, fmt.Sprintf("%q", p.Label+" "+timeline.DurMS(p.AtMS)))
+			labels = append(labels, fmt.Sprintf("%q", p.Label+" "+show.DurMS(p.AtMS)))
 			values = append(values, fmt.Sprint(p.N))
 		}
 		fmt.Fprintf(r.w, "```mermaid\nxychart-beta\n    title \"Processes of the chain at each step\"\n    x-axis [%s]\n    y-axis \"processes\" 0 --> %d\n    bar [%s]\n    line [%s]\n```\n\n",
@@ -92,7 +94,7 @@ func (r renderer) chart(events []timeline.Event) {
 	}
 	for _, p := range pts {
 		bar := strings.Repeat("#", (p.N*chartWidth+most-1)/most)
-		fmt.Fprintf(r.w, "%-10s %9s %7d %s\n", p.Label, timeline.DurMS(p.AtMS), p.N, bar)
+		fmt.Fprintf(r.w, "%-10s %9s %7d %s\n", p.Label, show.DurMS(p.AtMS), p.N, bar)
 	}
 	if r.md {
 		fmt.Fprintln(r.w, "```")

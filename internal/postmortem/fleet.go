@@ -3,15 +3,16 @@ package postmortem
 import (
 	"encoding/json"
 	"fmt"
-	"freeze/internal/container"
-	"freeze/internal/show"
-	"freeze/internal/timeline"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"freeze/internal/container"
+	"freeze/internal/show"
+	"freeze/internal/timeline"
 )
 
 // LoadFleet reads timelines from files and directories: a directory is
@@ -148,7 +149,7 @@ func zeroBars(w io.Writer, runs []timeline.HostRun) {
 			continue
 		}
 		n := int(r.ZeroMS/slowest*chartWidth + 0.5)
-		fmt.Fprintf(w, "%-20s %9s %s\n", show.Term(r.Host), timeline.DurMS(r.ZeroMS), strings.Repeat("#", max(n, 1)))
+		fmt.Fprintf(w, "%-20s %9s %s\n", show.Term(r.Host), show.DurMS(r.ZeroMS), strings.Repeat("#", max(n, 1)))
 	}
 	fmt.Fprintln(w, "```")
 }
@@ -179,7 +180,7 @@ func RenderFleet(w io.Writer, runs []timeline.HostRun, format string) error {
 	for _, r := range runs {
 		zero, exit := "-", "-"
 		if r.Outcome == string(timeline.StepZero) {
-			zero = timeline.DurMS(r.ZeroMS)
+			zero = show.DurMS(r.ZeroMS)
 		}
 		if r.Exit >= 0 {
 			exit = fmt.Sprint(r.Exit)

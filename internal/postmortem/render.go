@@ -3,13 +3,18 @@ package postmortem
 import (
 	"encoding/json"
 	"fmt"
-	"freeze/internal/show"
-	"freeze/internal/timeline"
 	"io"
 	"sort"
 	"strings"
 	"time"
+
+	"freeze/internal/show"
+	"freeze/internal/timeline"
 )
+
+// ReadFile reads one run's timeline for Render: the events before a line
+// it cannot read come back with the error (timeline.ReadFile).
+func ReadFile(path string) ([]timeline.Event, error) { return timeline.ReadFile(path) }
 
 // Render writes events in format ("markdown", "text" or "json") as a
 // section to paste into a postmortem. A timeline with no step that ends a
@@ -139,7 +144,7 @@ func (r renderer) steps(events []timeline.Event) {
 	}
 	for _, e := range events {
 		ts := e.Time.UTC().Format("15:04:05.000")
-		el := timeline.DurMS(e.ElapsedMS)
+		el := show.DurMS(e.ElapsedMS)
 		if r.md {
 			fmt.Fprintf(r.w, "| %s | %s | %s | %s |\n", ts, el, show.Markdown(string(e.Step)), show.Markdown(e.Msg))
 		} else {
@@ -195,7 +200,7 @@ func runOutcome(e timeline.RunEnd) string {
 		out += fmt.Sprintf(" Peak %d tasks of the cap of %d.", e.Peak, e.Max)
 	}
 	if e.Zero {
-		out += fmt.Sprintf(" Zero confirmed %s after the start.", timeline.DurMS(e.TookMS))
+		out += fmt.Sprintf(" Zero confirmed %s after the start.", show.DurMS(e.TookMS))
 	} else {
 		out += " The teardown could not confirm zero."
 	}
@@ -225,7 +230,7 @@ func outcome(events []timeline.Event) string {
 		case timeline.StepZero:
 			// From the run's start, as the picture's bars are: a drill's
 			// header said "confirmed 413ms" over a bar "zero 411ms".
-			return fmt.Sprintf("Zero remain, confirmed %s after the run's start.", timeline.DurMS(e.ElapsedMS-runStartMS(events)))
+			return fmt.Sprintf("Zero remain, confirmed %s after the run's start.", show.DurMS(e.ElapsedMS-runStartMS(events)))
 		case timeline.StepSurvivors:
 			return "Survivors remained: " + e.Msg
 		case timeline.StepHold:

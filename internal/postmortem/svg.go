@@ -134,7 +134,7 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 		prevX = x
 		h := plotH * float64(p.N) / float64(most)
 		fmt.Fprintf(b, `<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s at %s: %d</title></rect>`+"\n",
-			x, base-h, barW-1, h, barColor(p.Label), show.XML(p.Label), timeline.DurMS(p.AtMS), p.N)
+			x, base-h, barW-1, h, barColor(p.Label), show.XML(p.Label), show.DurMS(p.AtMS), p.N)
 		if p.Label == "zero" {
 			// Zero has no height: a green mark on the axis says it.
 			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="4" fill="%s"/>`+"\n", x, base-4, barW-1, barColor(p.Label))
@@ -164,10 +164,10 @@ func svgBars(b *bytes.Buffer, pts []ChartPoint, most int) {
 			labels = append(labels, d.p.Label)
 		}
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", mid, base+18, show.XML(groupLabel(labels)))
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, timeline.DurMS(group[0].p.AtMS))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666666">%s</text>`+"\n", mid, base+32, show.DurMS(group[0].p.AtMS))
 		i = j
 	}
-	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale: 0 to %s</text>`+"\n", svgWidth-svgRight, svgHeight-2, timeline.DurMS(last))
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="end" fill="#666666">time since the run's start, to scale: 0 to %s</text>`+"\n", svgWidth-svgRight, svgHeight-2, show.DurMS(last))
 }
 
 // barColor is a step's color: freeze's steps blue, kill rounds red,

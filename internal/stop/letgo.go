@@ -116,9 +116,9 @@ func (r *run) recordLetGo() {
 	case rec.Stopped == 0:
 		msg += ", none of which the gate had stopped"
 	default:
-		msg += fmt.Sprintf(", %d of which the gate had stopped and freeze continued (held at most %s)", rec.Stopped, timeline.Dur(time.Duration(rec.HeldMaxMS*float64(time.Millisecond))))
+		msg += fmt.Sprintf(", %d of which the gate had stopped and freeze continued (held at most %s)", rec.Stopped, show.Dur(time.Duration(rec.HeldMaxMS*float64(time.Millisecond))))
 	}
-	msg += fmt.Sprintf(" (%s from the gate's attach, %d scans)", timeline.Dur(time.Since(lg.t0)), rec.Scans)
+	msg += fmt.Sprintf(" (%s from the gate's attach, %d scans)", show.Dur(time.Since(lg.t0)), rec.Scans)
 	if len(rec.Errors) > 0 {
 		msg += "; " + rec.Errors[0]
 	}

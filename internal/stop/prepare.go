@@ -10,6 +10,7 @@ import (
 	"freeze/internal/priority"
 	"freeze/internal/proc"
 	"freeze/internal/runlock"
+	"freeze/internal/show"
 	"freeze/internal/timeline"
 )
 
@@ -30,7 +31,7 @@ const memoryLimit = 256 << 20
 func Prepare(o Output) []string {
 	raised, err := priority.Raise()
 	if ok, us := lifted(); ok {
-		raised = append([]string{"lifted at start after " + timeline.Dur(time.Duration(us)*time.Microsecond) + " of CPU"}, raised...)
+		raised = append([]string{"lifted at start after " + show.Dur(time.Duration(us)*time.Microsecond) + " of CPU"}, raised...)
 	}
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(memoryLimit)

@@ -120,7 +120,6 @@ type Report struct {
 	// wrong, which never ran): one vocabulary for the command's
 	// JSON, the guard's log, the metrics and the fleet postmortem.
 	Outcome timeline.Step
-	Code    int // the exit code, from timeline.ExitCode
 	Stop    Outcome
 	Err     error // why the run did not reach zero; a refusal before the run is *HidePIDError or *LockedError
 	// Signal names the signal that ended an interrupted run.
@@ -131,6 +130,28 @@ type Report struct {
 	// time to zero, the gate's counts.
 	Summary timeline.HostRun
 }
+
+// Code is the exit code freeze gives for the run: the one table,
+// timeline.ExitCode, read by the outcome. An outcome that does not end a
+// run (a Report nobody filled in) is never read as success.
+func (r Report) Code() int {
+	if code, ok := timeline.ExitCode(r.Outcome); ok {
+		return code
+	}
+	return ExitSurvivors
+}
+
+// Freeze's exit codes, as the usage text documents them. They are the
+// record's (timeline.ExitCode maps each ending step to one, and the
+// fleet postmortem reads them off timelines from other hosts), named
+// here for the callers of Run, as package os names io/fs's errors.
+const (
+	ExitZero        = timeline.ExitZero
+	ExitSurvivors   = timeline.ExitSurvivors
+	ExitUsage       = timeline.ExitUsage
+	ExitRefused     = timeline.ExitRefused
+	ExitInterrupted = timeline.ExitInterrupted
+)
 
 // Run runs one request: it refuses what cannot be done safely, takes the
 // CPU and the run lock, records into a timeline of its own, and closes it.
@@ -208,15 +229,15 @@ func runOrder(ctx context.Context, req Request, raised []string, rec *timeline.R
 func report(rec *timeline.Recorder, res Outcome, err error) Report {
 	events := rec.Events()
 	h := timeline.Summarize("", rec.Path(), events)
-	rep := Report{Outcome: timeline.Step(h.Outcome), Code: h.Exit, Stop: res, Err: err, Summary: h, Signal: SignalName(res.Signal)}
+	rep := Report{Outcome: timeline.Step(h.Outcome), Stop: res, Err: err, Summary: h, Signal: SignalName(res.Signal)}
 	if len(events) > 0 {
 		rep.ElapsedMS = events[len(events)-1].ElapsedMS
 	}
-	if rep.Code < 0 {
+	if h.Exit < 0 {
 		// A run whose record has no end step: it cannot happen, as every
 		// path of Order ends in one, but an operator must not read a
 		// cut record as success.
-		rep.Outcome, rep.Code = timeline.StepFailed, timeline.ExitSurvivors
+		rep.Outcome = timeline.StepFailed
 	}
 	return rep
 }
@@ -224,7 +245,7 @@ func report(rec *timeline.Recorder, res Outcome, err error) Report {
 // refused is the report of a run refused before it started: nothing was
 // recorded, nothing changed.
 func refused(err error) Report {
-	return Report{Outcome: timeline.StepRefused, Code: timeline.ExitRefused, Err: err}
+	return Report{Outcome: timeline.StepRefused, Err: err}
 }
 
 // recordMemory records freeze's peak resident memory (VmHWM).

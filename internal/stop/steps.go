@@ -35,12 +35,12 @@ func (r *run) match() error {
 		verb = "matches"
 	}
 	msg := fmt.Sprintf("%s %s (%d by path, %d replaced binary, %d under, %d descendants) of %d scanned in %v from %s",
-		show.Count(res.Live(), "live process", "live processes"), verb, res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, timeline.Dur(took), from)
+		show.Count(res.Live(), "live process", "live processes"), verb, res.Counts[match.ByPath], res.Counts[match.ByDeleted], res.Counts[match.ByUnder], res.Counts[match.ByDescendant], res.Scanned, show.Dur(took), from)
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
 	if res.ArgsRead > 0 {
-		msg += fmt.Sprintf("; reading the processes took %s, argv of %s %s", timeline.Dur(res.ReadTook), show.Count(res.ArgsRead, "process", "processes"), timeline.Dur(res.ArgsTook))
+		msg += fmt.Sprintf("; reading the processes took %s, argv of %s %s", show.Dur(res.ReadTook), show.Count(res.ArgsRead, "process", "processes"), show.Dur(res.ArgsTook))
 	}
 	where, in := whereOf(res)
 	msg += in
@@ -321,7 +321,7 @@ func (r *run) grow() error {
 				timeline.Placed{Group: p.Group, Frozen: p.Frozen, InPlace: p.InPlace, Why: p.Why})
 		}
 		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone, frozen=%v (%v)",
-			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, timeline.Dur(n.Took)),
+			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, show.Dur(n.Took)),
 			timeline.FreezeRound{Round: n.N, Matched: n.Matched, Outside: n.Outside, Moved: n.Moved, Gone: n.Gone,
 				ReusedPIDs: n.Reused, Frozen: n.Frozen, TookMS: ms(n.Took)})
 	})
@@ -367,7 +367,7 @@ func (r *run) kill() error {
 		if p.Group {
 			held = "; the group still holds members"
 		}
-		r.rec.RecordOf(timeline.StageKill, timeline.StepKillProgress, fmt.Sprintf("round %d, %v in: %d alive at its scan, %d signalled by pidfd so far, %d of %d waited for gone%s", p.N, timeline.Dur(p.Took), p.Live, p.Signaled, p.Gone, p.Waiting, held),
+		r.rec.RecordOf(timeline.StageKill, timeline.StepKillProgress, fmt.Sprintf("round %d, %v in: %d alive at its scan, %d signalled by pidfd so far, %d of %d waited for gone%s", p.N, show.Dur(p.Took), p.Live, p.Signaled, p.Gone, p.Waiting, held),
 			timeline.KillProgress{Round: p.N, Live: p.Live, Signaled: p.Signaled, Waiting: p.Waiting, Gone: p.Gone, GroupPopulated: p.Group, TookMS: ms(p.Took)})
 	}
 	ko, err := rounds.Run(rounds.Config{FS: r.c.FS, Scanner: r.scanner, Group: g, Rounds: r.c.Rounds, Deadline: r.deadline, Wait: r.c.RoundWait, Stop: r.interrupted, Progress: progress}, func(n rounds.Round) {
@@ -376,7 +376,7 @@ func (r *run) kill() error {
 			// rest (a 32-bit process, which the stop at sys_enter misses).
 			r.sealed.StartRest()
 		}
-		r.rec.RecordOf(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s, the group's kill %v), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, timeline.Dur(n.KillTook), n.Signaled, timeline.Dur(n.Took)),
+		r.rec.RecordOf(timeline.StageKill, timeline.StepKillRound, fmt.Sprintf("round %d: %d alive (%d %s, the group's kill %v), %d signalled by pidfd (%v)", n.N, n.Live, n.Inside, inside, show.Dur(n.KillTook), n.Signaled, show.Dur(n.Took)),
 			timeline.KillRound{Round: n.N, Live: n.Live, Inside: n.Inside, Signaled: n.Signaled, GroupErr: n.GroupErr, KillMS: ms(n.KillTook), TookMS: ms(n.Took)})
 	})
 	r.out.Survivors, r.out.Zombies = ko.Survivors, ko.Zombies

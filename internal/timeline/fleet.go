@@ -72,7 +72,7 @@ const (
 // postmortem all say the step that ended the run.
 func ExitCode(end Step) (int, bool) {
 	switch end {
-	case StepZero, StepNothingMatched, StepDryRun, StepHold:
+	case StepZero, StepNothingMatched, StepDryRun, StepHold, StepHelp:
 		return ExitZero, true
 	case StepSurvivors, StepMethodFailed, StepFailed:
 		return ExitSurvivors, true

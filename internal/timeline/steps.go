@@ -59,6 +59,7 @@ const (
 	StepRefused        Step = "refused" // a safety rule refused the run; nothing changed
 	StepFailed         Step = "failed"  // an error ended the run
 	StepUsage          Step = "usage"   // the request's words were wrong: nothing ran
+	StepHelp           Step = "help"    // the request asked for its help text: nothing ran
 	StepDrillEnd       Step = "drill-end"
 	StepRunEnd         Step = "run-end" // freeze run's teardown and verdict
 )

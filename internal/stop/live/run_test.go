@@ -69,7 +69,7 @@ func request(spec match.Spec, tl string) stop.Request {
 
 // brief is a report in a line.
 func brief(r stop.Report) string {
-	return fmt.Sprintf("outcome %s, exit %d, signal %q, matched %d, err %v, timeline %s", r.Outcome, r.Code, r.Signal, r.Stop.Matched, r.Err, r.Timeline)
+	return fmt.Sprintf("outcome %s, exit %d, signal %q, matched %d, err %v, timeline %s", r.Outcome, r.Code(), r.Signal, r.Stop.Matched, r.Err, r.Timeline)
 }
 
 // The report is read off the run's own record: the outcome is the step
@@ -79,7 +79,7 @@ func TestReportIsTheRecordsEnd(t *testing.T) {
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	var s said
 	rep := stop.Run(context.Background(), request(idleTarget(t), tl), s.output())
-	if rep.Outcome != timeline.StepNothingMatched || rep.Code != timeline.ExitZero || rep.Err != nil || rep.Timeline != tl {
+	if rep.Outcome != timeline.StepNothingMatched || rep.Code() != timeline.ExitZero || rep.Err != nil || rep.Timeline != tl {
 		t.Fatalf("%s; want nothing-matched, exit 0, timeline %s", brief(rep), tl)
 	}
 	events, err := timeline.ReadFile(tl)
@@ -110,7 +110,7 @@ func TestTheLockRefusesASecondRun(t *testing.T) {
 	var s said
 	rep := stop.Run(context.Background(), request(spec, tl), s.output())
 	var locked *stop.LockedError
-	if rep.Outcome != timeline.StepRefused || rep.Code != timeline.ExitRefused || !errors.As(rep.Err, &locked) {
+	if rep.Outcome != timeline.StepRefused || rep.Code() != timeline.ExitRefused || !errors.As(rep.Err, &locked) {
 		t.Fatalf("%s; want refused by the lock", brief(rep))
 	}
 	if locked.Holder.PID != os.Getpid() {
@@ -196,7 +196,7 @@ func TestSIGINTEndsTheRunBetweenSteps(t *testing.T) {
 		}
 	}
 	rep := stop.Run(ctx, request(spec, filepath.Join(t.TempDir(), "t.jsonl")), out)
-	if rep.Outcome != timeline.StepInterrupted || rep.Code != timeline.ExitInterrupted || rep.Signal != "SIGINT" {
+	if rep.Outcome != timeline.StepInterrupted || rep.Code() != timeline.ExitInterrupted || rep.Signal != "SIGINT" {
 		t.Fatalf("%s; want interrupted by SIGINT, exit 4", brief(rep))
 	}
 	if n := len(c.Survivors()); n < 50 {
