@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"freeze/internal/autopilot"
 	"freeze/internal/gate"
 	"freeze/internal/show"
 )
@@ -94,7 +95,7 @@ type answer struct {
 // on, within the brake: in monitor mode it says, logs and counts the
 // command instead; disarmed, it says why not. what is the trigger's own
 // account of the chain. It returns false if the guard stopped meanwhile.
-func (g *Guard) autoHold(trigger string, key gate.FileKey, v Verdict, limit *NoticeLimit, what string, stop <-chan struct{}) bool {
+func (g *Guard) autoHold(trigger string, key gate.FileKey, v autopilot.Verdict, limit *NoticeLimit, what string, stop <-chan struct{}) bool {
 	n := Notice{Trigger: trigger, Path: v.Path, Live: v.Live, Container: v.Place.ID, Pod: v.Place.Pod, Runtime: v.Place.Runtime,
 		Limit: limit, Command: append([]string{"freeze"}, v.Words...), Why: v.Why}
 	name := map[string]string{"growth": "auto", "cap": "auto-on-cap"}[trigger]

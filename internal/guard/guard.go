@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/autopilot"
 	"freeze/internal/freeze"
 	"freeze/internal/proc"
 	"freeze/internal/safedir"
@@ -97,7 +98,7 @@ type Config struct {
 	// CapAuto, if set, is --auto-on-cap: the cap's refusals pull the
 	// hold. Monitor (--auto-mode monitor) makes every automatic trigger
 	// say what it would hold, and hold nothing.
-	CapAuto *CapAuto
+	CapAuto *autopilot.Cap
 	Monitor bool
 	// Notify, if set, is the webhook's URL (--notify): a JSON document
 	// per automatic action or would-be action.
@@ -108,7 +109,7 @@ type Config struct {
 	// Say prints a line of the guard's own (its stderr, the journal).
 	Say func(string)
 	// Auto, if set, is the automatic mode (--auto N): Serve watches with it.
-	Auto *Auto
+	Auto *autopilot.Growth
 }
 
 // Guard is an armed guard.

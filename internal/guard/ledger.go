@@ -2,10 +2,11 @@ package guard
 
 import (
 	"fmt"
-	"freeze/internal/safedir"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"freeze/internal/safedir"
 )
 
 // ledger reads how the previous guard of this directory ended and

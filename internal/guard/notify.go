@@ -61,19 +61,28 @@ func (n *Notifier) Watchdog(stop <-chan struct{}) {
 // watchdog and both automatic triggers' looks. A tick that comes with
 // stop already closed calls nothing (select picks either at random).
 func every(d time.Duration, stop <-chan struct{}, f func()) {
+	loop(d, stop, nil, func(bool) { f() })
+}
+
+// loop is the guard's one ticker loop: it calls f(false) every d, and
+// f(true) at once on each poke (nil: never), until stop is closed.
+func loop(d time.Duration, stop, poke <-chan struct{}, f func(poked bool)) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
+		poked := false
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-			select {
-			case <-stop:
-				return
-			default:
-				f()
-			}
+		case <-poke:
+			poked = true
+		}
+		select {
+		case <-stop:
+			return
+		default:
+			f(poked)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"freeze/internal/autopilot"
 	"freeze/internal/interrupt"
 	"freeze/internal/stop"
 )
@@ -65,27 +66,27 @@ func Run(ctx context.Context, opt Options) error {
 	out, flush := stop.Output{Note: opt.Say, Warn: opt.Say}.Detached()
 	defer flush()
 	opt.Say = out.Note
-	var auto *Auto
+	var auto *autopilot.Growth
 	if opt.AutoN > 0 {
 		var err error
-		if auto, err = StartAuto(opt.AutoN, opt.AutoKill, opt.AutoUnder); err != nil {
+		if auto, err = autopilot.StartGrowth(opt.AutoN, opt.AutoKill, opt.AutoUnder); err != nil {
 			return &OptionError{"--auto", err}
 		}
 		defer auto.Close()
 		auto.Method = opt.AutoMethod
 		opt.Say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries at least %d forks in %v%s",
-			opt.AutoN, AutoDepth, AutoAttempts, AutoEvery, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
+			opt.AutoN, autopilot.Depth, autopilot.Attempts, autopilot.Every, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
 	}
-	var capAuto *CapAuto
+	var capAuto *autopilot.Cap
 	if opt.AutoOnCap {
 		var err error
-		if capAuto, err = StartCapAuto(opt.AutoKill, opt.AutoUnder); err != nil {
+		if capAuto, err = autopilot.StartCap(opt.AutoKill, opt.AutoUnder); err != nil {
 			return &OptionError{"--auto-on-cap", err}
 		}
 		defer capAuto.Close()
 		capAuto.Method = opt.AutoMethod
 		opt.Say(fmt.Sprintf("auto-on-cap: holding the chain of a pids group whose cap refuses a fork (%s): its executable with the most processes, when it is its own ancestor %d deep%s",
-			capAuto.Reads(), AutoDepth, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
+			capAuto.Reads(), autopilot.Depth, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
 	}
 	if opt.AutoMonitor && (opt.AutoN > 0 || opt.AutoOnCap) {
 		opt.Say("auto: monitor mode: each hold is said and counted (freeze_guard_auto_would_hold_total), and none is made")

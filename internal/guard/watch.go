@@ -49,21 +49,15 @@ func (w *Watcher) Run(stop <-chan struct{}) {
 	if w.File != "" {
 		every = w.Every
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
+	loop(every, stop, w.poke, func(poked bool) {
+		switch {
+		case !poked:
 			w.Reap()
-		case <-w.poke:
-			if w.File == "" {
-				continue
-			}
+		case w.File == "":
+			return // a request ended: only the metrics file wants a census now
 		}
 		w.Write(true)
-	}
+	})
 }
 
 // Write takes a census, logs it if a minute has passed since the last

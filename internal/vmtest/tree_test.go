@@ -38,7 +38,7 @@ func guestTree(t *testing.T) string {
 	build("test", "-c", "-o", filepath.Join(root, "t/gate.test"), "./internal/gate")
 	build("test", "-c", "-o", filepath.Join(root, "t/stop.test"), "./internal/stop/live")
 	build("test", "-c", "-o", filepath.Join(root, "t/cmd.test"), "./cmd/freeze/live")
-	build("test", "-c", "-o", filepath.Join(root, "t/guard.test"), "./internal/guard")
+	build("test", "-c", "-o", filepath.Join(root, "t/autopilot.test"), "./internal/autopilot")
 	if out, err := exec.Command("cc", "-O2", "-static", "-o", filepath.Join(root, "t/chain"),
 		filepath.Join(mod, "internal/containtest/fixture/chain.c")).CombinedOutput(); err != nil {
 		t.Fatalf("build the chain fixture statically (install libc6-dev): %v\n%s", err, out)
@@ -60,7 +60,7 @@ func guestTree(t *testing.T) string {
 	copyFile(t, "guest/suite", filepath.Join(root, "suite"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\nnogroup:x:65534:\n"), 0o644)
-	for _, bin := range []string{"bin/freeze", "t/gate.test", "t/stop.test", "t/cmd.test", "t/guard.test", "usr/sbin/mkfs.btrfs", "usr/bin/btrfs"} {
+	for _, bin := range []string{"bin/freeze", "t/gate.test", "t/stop.test", "t/cmd.test", "t/autopilot.test", "usr/sbin/mkfs.btrfs", "usr/bin/btrfs"} {
 		for _, lib := range libs(t, filepath.Join(root, bin)) {
 			copyFile(t, lib, filepath.Join(root, lib), 0o755)
 		}

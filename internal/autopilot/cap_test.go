@@ -1,4 +1,4 @@
-package guard
+package autopilot
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestCapLookReadsOnTheKernelsNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := newCapAuto(false, nil, []string{group}, group)
+	c := newCap(false, nil, []string{group}, group)
 	defer c.Close()
 	if c.evIno < 0 {
 		t.Skip("inotify is not available here")
@@ -43,7 +43,7 @@ func TestCapLookReadsOnTheKernelsNotice(t *testing.T) {
 	if c.polled[filepath.Join(group, "pids.events")] {
 		t.Fatal("the group's pids.events was not watched")
 	}
-	if hits := c.look(); len(hits) != 0 || c.reads != 0 {
+	if hits := c.Look(); len(hits) != 0 || c.reads != 0 {
 		t.Fatalf("a quiet look: %d hits, %d files read; want none", len(hits), c.reads)
 	}
 
@@ -64,7 +64,7 @@ func TestCapLookReadsOnTheKernelsNotice(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(group, "cgroup.procs"), []byte(strconv.Itoa(sh.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
-	if hits := c.look(); len(hits) != 0 || c.reads != 0 {
+	if hits := c.Look(); len(hits) != 0 || c.reads != 0 {
 		t.Fatalf("a look after a move: %d hits, %d files read; want none", len(hits), c.reads)
 	}
 	fmt.Fprintln(in, "fork")
@@ -76,16 +76,16 @@ func TestCapLookReadsOnTheKernelsNotice(t *testing.T) {
 			t.Fatal("the group's cap of 1 refused no fork in 10 s")
 		}
 	}
-	var hits []capHit
+	var hits []Hit
 	for end := time.Now().Add(5 * time.Second); len(hits) == 0; time.Sleep(20 * time.Millisecond) {
-		if hits = c.look(); time.Now().After(end) {
+		if hits = c.Look(); time.Now().After(end) {
 			t.Fatal("the refused fork was not read within 5 s of its count: no notice came")
 		}
 	}
-	if h := hits[0]; len(hits) != 1 || h.group != group || h.read != "notice" || h.before != 0 || h.after < 1 || h.max != "1" {
+	if h := hits[0]; len(hits) != 1 || h.Group != group || h.Read != "notice" || h.Before != 0 || h.After < 1 || h.Max != "1" {
 		t.Fatalf("the look after a refused fork: %+v; want one hit of %s, read on its notice, pids.max 1, 0 -> 1+", hits, group)
 	}
-	if hits := c.look(); len(hits) != 0 || c.reads != 0 {
+	if hits := c.Look(); len(hits) != 0 || c.reads != 0 {
 		t.Fatalf("the look after that: %d hits, %d files read; want none", len(hits), c.reads)
 	}
 }

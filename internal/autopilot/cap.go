@@ -1,4 +1,4 @@
-package guard
+package autopilot
 
 import (
 	"fmt"
@@ -14,7 +14,6 @@ import (
 	"freeze/internal/container"
 	"freeze/internal/gate"
 	"freeze/internal/proc"
-	"freeze/internal/show"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +28,7 @@ import (
 // What it never acts on: a group that holds PID 1, the guard itself or
 // an ancestor of the guard; a file the one judge refuses (PID 1's, the
 // guard's own, a daemon's, an interpreter's); a pool (a group at its cap
-// whose processes of one file are not AutoDepth deep).
+// whose processes of one file are not Depth deep).
 
 // CapEvery is how often the counts are looked at; CapRescan how often
 // the hierarchies are walked again for groups made since (a container
@@ -50,9 +49,9 @@ const (
 	CapRescan = time.Second
 )
 
-// CapAuto watches every pids group's refusals.
-type CapAuto struct {
-	*Auto
+// Cap watches every pids group's refusals.
+type Cap struct {
+	*Growth
 	roots   []string
 	files   []string       // the pids.events files of the last walk
 	counts  map[string]int // "max" of each, as last read
@@ -69,9 +68,9 @@ type CapAuto struct {
 	reads   int                  // files the last look read
 }
 
-// StartCapAuto finds the pids hierarchies and reads every group's count
+// StartCap finds the pids hierarchies and reads every group's count
 // once: refusals before the guard started are not acted on.
-func StartCapAuto(kill bool, under []string) (*CapAuto, error) {
+func StartCap(kill bool, under []string) (*Cap, error) {
 	roots := pidsRoots()
 	if len(roots) == 0 {
 		return nil, fmt.Errorf("no pids controller is mounted (neither cgroup v2 with pids enabled nor the v1 pids hierarchy): there is no cap to watch")
@@ -80,14 +79,14 @@ func StartCapAuto(kill bool, under []string) (*CapAuto, error) {
 	if roots[0] == "/sys/fs/cgroup" {
 		v2 = roots[0]
 	}
-	return newCapAuto(kill, under, roots, v2), nil
+	return newCap(kill, under, roots, v2), nil
 }
 
-// newCapAuto watches roots, reading the files under noticed (v2's root,
+// newCap watches roots, reading the files under noticed (v2's root,
 // or "") on the kernel's notice, and takes the baseline.
-func newCapAuto(kill bool, under []string, roots []string, noticed string) *CapAuto {
+func newCap(kill bool, under []string, roots []string, noticed string) *Cap {
 	self, _ := proc.Default.ExeFile(os.Getpid())
-	c := &CapAuto{Auto: &Auto{N: 0, Kill: kill, Under: under, self: self, warned: map[gate.FileKey]time.Time{}},
+	c := &Cap{Growth: &Growth{N: 0, Kill: kill, Under: under, self: self, warned: map[gate.FileKey]time.Time{}},
 		roots: roots, counts: map[string]int{}, spared: ancestry(os.Getpid()), held: map[gate.FileKey]time.Time{}, logged: map[string]time.Time{},
 		evIno: -1}
 	c.ino, _ = unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
@@ -96,13 +95,13 @@ func newCapAuto(kill bool, under []string, roots []string, noticed string) *CapA
 			c.noticed, c.evIno = noticed, fd
 		}
 	}
-	c.look()
+	c.Look()
 	c.armed = true
 	return c
 }
 
 // Close releases the inotify descriptor.
-func (c *CapAuto) Close() {
+func (c *Cap) Close() {
 	if c.ino >= 0 {
 		unix.Close(c.ino)
 		c.ino = -1
@@ -115,7 +114,7 @@ func (c *CapAuto) Close() {
 
 // Reads says how the counts are read, for the guard's first line: per
 // root, on the kernel's notice or polled.
-func (c *CapAuto) Reads() string {
+func (c *Cap) Reads() string {
 	var out []string
 	for _, r := range c.roots {
 		if r == c.noticed && c.evIno >= 0 {
@@ -126,6 +125,22 @@ func (c *CapAuto) Reads() string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// LogDue says whether a group that keeps refusing (a chain left alone,
+// held already, or met while disarmed) is to be logged now: once
+// within RepeatEvery, not at every look.
+func (c *Cap) LogDue(group string, now time.Time) bool {
+	if t, ok := c.logged[group]; ok && now.Sub(t) < RepeatEvery {
+		return false
+	}
+	c.logged[group] = now
+	return true
+}
+
+// Held notes that the chain of key was held (or in monitor mode, would
+// have been) at now: a chain that refills its cap is held once within
+// RepeatEvery.
+func (c *Cap) Held(key gate.FileKey, now time.Time) { c.held[key] = now }
 
 // pidsRoots are the mounted pids hierarchies: cgroup v2's root where the
 // pids controller is enabled, and v1's pids hierarchy.
@@ -163,18 +178,18 @@ func ancestry(pid int) map[int]bool {
 	return out
 }
 
-// capHit is a group whose refusals rose since the last look.
-type capHit struct {
-	group         string
-	max           string // its pids.max
-	before, after int
-	read          string // what read the rise: "notice", "poll" or "walk"
+// Hit is a group whose refusals rose since the last look.
+type Hit struct {
+	Group         string
+	Max           string // its pids.max
+	Before, After int    // its refusals at the last look and now
+	Read          string // what read the rise: "notice", "poll" or "walk"
 }
 
-// look reads every group's count and returns the groups whose count
+// Look reads every group's count and returns the groups whose count
 // rose, deepest only: where the kernel counts a refusal in each group
 // above the refusing one too, the ancestors' rise is the same refusal.
-func (c *CapAuto) look() []capHit {
+func (c *Cap) Look() []Hit {
 	noticed, all := c.notices()
 	c.reads = 0
 	if time.Since(c.walked) > CapRescan || c.created() {
@@ -211,7 +226,7 @@ func (c *CapAuto) look() []capHit {
 			}
 		}
 	}
-	var hits []capHit
+	var hits []Hit
 	for _, f := range c.files {
 		before, seen := c.counts[f]
 		read := "poll"
@@ -233,15 +248,15 @@ func (c *CapAuto) look() []capHit {
 		}
 		c.counts[f] = n
 		if (seen || c.armed) && n > before {
-			hits = append(hits, capHit{group: filepath.Dir(f), before: before, after: n, read: read})
+			hits = append(hits, Hit{Group: filepath.Dir(f), Before: before, After: n, Read: read})
 		}
 	}
-	sort.Slice(hits, func(i, j int) bool { return len(hits[i].group) > len(hits[j].group) })
-	var deepest []capHit
+	sort.Slice(hits, func(i, j int) bool { return len(hits[i].Group) > len(hits[j].Group) })
+	var deepest []Hit
 	for _, h := range hits {
 		below := false
 		for _, d := range deepest {
-			if strings.HasPrefix(d.group, h.group+"/") {
+			if strings.HasPrefix(d.Group, h.Group+"/") {
 				below = true
 			}
 		}
@@ -254,12 +269,12 @@ func (c *CapAuto) look() []capHit {
 	// counts a refusal in the forking task's own group, a leaf with no
 	// limit of its own below the capped one (the harness's, a runtime's);
 	// the capped group is what is named, judged and held.
-	var out []capHit
+	var out []Hit
 	seen := map[string]bool{}
 	for _, h := range deepest {
-		h.group, h.max = c.limitOf(h.group)
-		if !seen[h.group] {
-			seen[h.group] = true
+		h.Group, h.Max = c.limitOf(h.Group)
+		if !seen[h.Group] {
+			seen[h.Group] = true
 			out = append(out, h)
 		}
 	}
@@ -268,7 +283,7 @@ func (c *CapAuto) look() []capHit {
 
 // watch adds a notice of file's changes where its root is the noticed one, and
 // says whether it did.
-func (c *CapAuto) watch(root, file string) bool {
+func (c *Cap) watch(root, file string) bool {
 	if root != c.noticed || c.evIno < 0 {
 		return false
 	}
@@ -282,7 +297,7 @@ func (c *CapAuto) watch(root, file string) bool {
 
 // notices drains the notices of changed pids.events files: the files, and
 // whether one was lost (the queue overflowed: read every file).
-func (c *CapAuto) notices() (map[string]bool, bool) {
+func (c *Cap) notices() (map[string]bool, bool) {
 	out := map[string]bool{}
 	if c.evIno < 0 {
 		return out, false
@@ -309,7 +324,7 @@ func (c *CapAuto) notices() (map[string]bool, bool) {
 
 // limitOf is group, or its nearest ancestor within its hierarchy, whose
 // pids.max is a number, with that number; group and "max" if none is.
-func (c *CapAuto) limitOf(group string) (string, string) {
+func (c *Cap) limitOf(group string) (string, string) {
 	root := ""
 	for _, r := range c.roots {
 		if group == r || strings.HasPrefix(group, r+"/") {
@@ -330,7 +345,7 @@ func (c *CapAuto) limitOf(group string) (string, string) {
 
 // created reports whether a group was made since the last walk (inotify
 // on every group's directory; without it, the walk every CapRescan).
-func (c *CapAuto) created() bool {
+func (c *Cap) created() bool {
 	if c.ino < 0 {
 		return false
 	}
@@ -378,11 +393,11 @@ func members(group string) []int {
 	return out
 }
 
-// judgeCap judges the chain of a group at its cap: the executable with
+// JudgeGroup judges the chain of a group at its cap: the executable with
 // the most processes in it, by identity, then the rule --auto applies to
 // it (its deepest lineage of one owner in one place, the refusals).
-func (c *CapAuto) judgeCap(h capHit) Verdict {
-	pids := members(h.group)
+func (c *Cap) JudgeGroup(h Hit) Verdict {
+	pids := members(h.Group)
 	in := make(map[int]bool, len(pids))
 	by := map[gate.FileKey]int{}
 	for _, pid := range pids {
@@ -423,22 +438,22 @@ func (c *CapAuto) judgeCap(h capHit) Verdict {
 	fam.chain(&v)
 	c.decide(&v, top)
 	if v.Act {
-		if t, ok := c.held[top]; ok && time.Since(t) < declineEvery {
+		if t, ok := c.held[top]; ok && time.Since(t) < RepeatEvery {
 			v.Act, v.Why = false, "held already within the last minute: a chain that refills its cap is held once"
 			return v
 		}
 		c.words(&v)
-		v.Words = append([]string{"--cgroup", h.group}, v.Words...)
+		v.Words = append([]string{"--cgroup", h.Group}, v.Words...)
 		if outside > 0 {
-			v.Why += fmt.Sprintf("; the group's chain only: %d process(es) of the file outside %s are left alone", outside, h.group)
+			v.Why += fmt.Sprintf("; the group's chain only: %d process(es) of the file outside %s are left alone", outside, h.Group)
 		}
 	}
 	return v
 }
 
-// owner names who set the group's limit, from its path: a systemd unit,
+// Owner names who set the group's limit, from its path: a systemd unit,
 // a container or a pod, or the group itself.
-func owner(group string) string {
+func Owner(group string) string {
 	if p := container.Parse(group); !p.Host() {
 		return p.String()
 	}
@@ -448,44 +463,4 @@ func owner(group string) string {
 		}
 	}
 	return "group " + group
-}
-
-// watchCap reads the counts every CapEvery until stop, and holds (or in
-// monitor mode, says it would hold) the chain of each group whose cap
-// refused a fork.
-func (g *Guard) watchCap(c *CapAuto, stop <-chan struct{}) {
-	monitor := g.c.Monitor
-	every(CapEvery, stop, func() {
-		for _, h := range c.look() {
-			v := c.judgeCap(h)
-			// A group that keeps refusing (a chain left alone, held
-			// already, or met while disarmed) is logged once a minute,
-			// not at every look.
-			now := time.Now()
-			armed, _ := g.brake.armed()
-			if !v.Act || !armed && !monitor {
-				if t, ok := c.logged[h.group]; ok && now.Sub(t) < declineEvery {
-					continue
-				}
-				c.logged[h.group] = now
-			}
-			line := &CapLine{Group: h.group, PidsMax: h.max, Owner: owner(h.group), Before: h.before, After: h.after, Read: h.read,
-				Path: v.Path, Live: v.Live, Depth: v.Depth, Act: v.Act, Monitor: monitor && v.Act, Why: v.Why, UID: v.UID,
-				Container: v.Place.ID, Pod: v.Place.Pod, Runtime: v.Place.Runtime, Request: v.Words}
-			g.record("auto-cap", line)
-			if !v.Act {
-				continue
-			}
-			what := fmt.Sprintf("the cap of %s (pids.max %s, %s) refused %d fork(s): %s in %s: %d alive, %d deep: %s",
-				show.Term(h.group), show.Term(h.max), show.Term(owner(h.group)), h.after-h.before, show.Term(v.Path), show.Term(v.Place.String()), v.Live, v.Depth, v.Why)
-			key := gate.KeyOf(v.File)
-			if armed || monitor {
-				c.held[key] = now
-			}
-			limit := &NoticeLimit{Group: h.group, PidsMax: h.max, Owner: owner(h.group), Before: h.before, After: h.after}
-			if !g.autoHold("cap", key, v, limit, what, stop) {
-				return
-			}
-		}
-	})
 }
