@@ -207,3 +207,58 @@ func (c *capped) gone() bool {
 // directory (/run/freeze for root), which does not survive a reboot, as
 // the groups do not.
 func StateDir() string { return runlock.Dir() }
+
+// Reaper is freeze run's hook for a guard: at each tick it ends the
+// runs in StateDir whose freeze is gone (Reap), says once a run it
+// cannot end and once that reaping fails, and hands each reaped run to
+// Log.
+type Reaper struct {
+	StateDir string // "" reaps nothing
+	Say      func(string)
+	Log      func(Reaped)
+
+	failed     bool
+	unreapable map[string]bool // runs it could not end, said once
+}
+
+// Tick reaps once.
+func (r *Reaper) Tick() {
+	if r.StateDir == "" {
+		return
+	}
+	reaped, err := Reap(r.StateDir)
+	if err != nil {
+		if !r.failed {
+			r.say(fmt.Sprintf("warning: cannot reap freeze runs whose freeze is gone: %v", err))
+		}
+		r.failed = true
+		return
+	}
+	r.failed = false
+	for _, rr := range reaped {
+		switch {
+		case rr.Gone:
+			// An outer run ended it: its state file is all that was left.
+		case rr.Err != nil:
+			if r.unreapable[rr.Name] {
+				continue
+			}
+			if r.unreapable == nil {
+				r.unreapable = map[string]bool{}
+			}
+			r.unreapable[rr.Name] = true
+			r.say(fmt.Sprintf("warning: run %s, whose freeze is gone, was not ended: %v", rr.Name, rr.Err))
+		default:
+			r.say(fmt.Sprintf("reaped %s (%s): its freeze is gone; %d process(es) it left, killed; its groups removed", rr.Name, show.ShellJoin(rr.Command), rr.Left))
+		}
+		if r.Log != nil {
+			r.Log(rr)
+		}
+	}
+}
+
+func (r *Reaper) say(s string) {
+	if r.Say != nil {
+		r.Say(s)
+	}
+}

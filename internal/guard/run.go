@@ -137,7 +137,7 @@ func (g *Guard) serveUntil(ctx context.Context, w *Watcher, health string) error
 		go srv.Serve(limitListener(ln, healthConns))
 		defer srv.Close()
 	}
-	w.Reap()
+	w.Reaper.Tick()
 	done := make(chan struct{})
 	go func() { w.Run(stop); close(done) }()
 	g.c.Say("armed")
