@@ -77,6 +77,10 @@ type scenario struct {
 	// --path and --arg, and its decoys run the very same copy with
 	// another script (chains then holds the chain's cap alone).
 	interp bool
+	// deleted: the chain's file is removed once the chain is grown, as a
+	// test cache rebuilt under its chain: freeze --path matches the file
+	// its processes still run (match.ResolveDeleted).
+	deleted bool
 }
 
 func scenarios() []scenario {
@@ -89,6 +93,7 @@ func scenarios() []scenario {
 	return []scenario{
 		{name: "tree-3000", chains: []containtest.Spec{tree(3000)}, want: 3000},
 		{name: "tree-12000", chains: []containtest.Spec{tree(12000)}, want: 12000},
+		{name: "deleted-3000", chains: []containtest.Spec{tree(3000)}, want: 3000, deleted: true},
 		{name: "line-3x500", chains: []containtest.Spec{line("line-a"), line("line-b"), line("line-c")}, want: 1500},
 		{name: "churn-3000", chains: []containtest.Spec{{Shape: containtest.Churn, Cap: 3000, HopCap: 1000000, Timeout: 10 * time.Minute, Interval: 50 * time.Millisecond, V2Group: true}}, want: 2700},
 		{name: "bomb-2000", chains: []containtest.Spec{{Shape: containtest.Bomb, Cap: 2000, HopCap: 1000000, Timeout: 10 * time.Minute, V2Group: true}}, want: 2000},
@@ -706,6 +711,12 @@ func measure(t *testing.T, bin string, sc scenario, rs responder, rep int) Resul
 	}
 	if r.Start < sc.want && !rs.auto {
 		t.Fatalf("chains reached %d of %d", r.Start, sc.want)
+	}
+	if sc.deleted {
+		// Its processes keep the file; its path now names nothing.
+		if err := os.Remove(chains[0].Path); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
