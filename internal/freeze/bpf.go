@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -328,7 +329,7 @@ func (s *Sealed) Attached() (string, timeline.GateAttached) {
 		msg += "; " + note
 	}
 	if g.Skipped > 0 {
-		msg += fmt.Sprintf("; %d executable(s) under --under changed between the walk and the gate's open and are not gated by file", g.Skipped)
+		msg += fmt.Sprintf("; %d file(s) changed (under --under) or lost the process they were opened through (a deleted file) before the gate's open, and are not gated by file", g.Skipped)
 	}
 	a := timeline.GateAttached{Preloaded: preloaded, LoadMS: msOf(g.LoadTook), AttachMS: msOf(g.AttachTook), HeldMS: msOf(g.HeldTook), ExtrasMS: msOf(g.ExtrasTook),
 		Files: g.Files, ByFile: g.Files > 0, Programs: g.ProgramIDs(), Action: gateAction(g), Form: g.Form.Word()}
@@ -364,8 +365,17 @@ func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 		return nil, "in one " + spec.Scope.String() + " the gate knows no file: it gates the scan's matches by pid and what they start by lineage"
 	}
 	var files []gate.File
-	var deleted []string
+	var deleted, held []string
 	for _, t := range spec.Targets {
+		if t.Deleted && t.ExePID > 0 {
+			// No path names it: opened through a process that runs it
+			// (pinned while opened, its identity checked against the
+			// one matched). If that process has ended, the file is
+			// left out, and gated as the scan marks its processes.
+			files = append(files, gate.File{Path: "/proc/" + strconv.Itoa(t.ExePID) + "/exe", Stat: t.File, Optional: true})
+			held = append(held, t.Path)
+			continue
+		}
 		if t.Deleted {
 			// Nothing can open it by its path: its processes are
 			// gated by the scan's marks, and their children by lineage.
@@ -384,6 +394,9 @@ func gateFiles(spec match.Spec, force bool) ([]gate.File, string) {
 	}
 	if len(deleted) > 0 {
 		notes = append(notes, fmt.Sprintf("%s was deleted: the gate gates its processes as the scan marks them, and what they start by lineage", strings.Join(deleted, ", ")))
+	}
+	if len(held) > 0 {
+		notes = append(notes, fmt.Sprintf("%s was deleted: the gate holds the file its processes still run, opened through one of them (/proc/PID/exe)", strings.Join(held, ", ")))
 	}
 	if w.more > 0 {
 		notes = append(notes, fmt.Sprintf("%d more executables under --under than the gate holds: their processes are gated when the scan marks them", w.more))

@@ -115,7 +115,7 @@ func ResolveDeleted(fs proc.FS, path string) (t Target, others int, err error) {
 	if err != nil {
 		return t, 0, err
 	}
-	t.File, t.Mode = best, st.Mode()
+	t.File, t.Mode, t.ExePID = best, st.Mode(), first[best]
 	var stx unix.Statx_t
 	if unix.Statx(unix.AT_FDCWD, exe, 0, unix.STATX_BTIME|unix.STATX_INO, &stx) == nil && stx.Mask&unix.STATX_BTIME != 0 && stx.Ino == best.Ino {
 		t.Birth = stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)

@@ -30,6 +30,10 @@ type Target struct {
 	// its live processes still run (ResolveDeleted). Nothing can open it
 	// by its path.
 	Deleted bool
+	// ExePID, for a deleted file, is a process that ran it when it was
+	// resolved: the gate opens the file through its /proc/PID/exe (a
+	// pinned open, checked against File), since no path names it.
+	ExePID int
 	// View: Path names the file through a process's own view
 	// (/proc/PID/exe, /proc/PID/root/PATH), in what may be another mount
 	// namespace: open it only with safedir.OpenProcView, never as a

@@ -11,6 +11,7 @@ import (
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
 	"freeze/internal/testenv"
+	"freeze/internal/timeline"
 )
 
 // A binary deleted under its processes (the test cache removed under
@@ -35,14 +36,26 @@ func TestPathOfADeletedBinary(t *testing.T) {
 	if err := os.RemoveAll(cache); err != nil {
 		t.Fatal(err)
 	}
+	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	run := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 120 * time.Second,
-		Command: []string{bin, "--no-guard", "--path", sleep, "--timeline", filepath.Join(t.TempDir(), "t.jsonl")}})
+		Command: []string{bin, "--no-guard", "--path", sleep, "--timeline", tl}})
 	ws, ok := run.Exit(90 * time.Second)
 	if !ok || ws.ExitStatus() != 0 || !strings.Contains(run.Stderr(), "was deleted: matching the file its processes still run") || !strings.Contains(run.Stderr(), "zero remain (3 matched)") {
 		t.Fatalf("exit %d (finished %v):\n%s", ws.ExitStatus(), ok, run.Stderr())
 	}
 	if n := c.Members(); n > 1 {
 		t.Fatalf("%d members of the harness's group alive, want the shell alone (or none)", n)
+	}
+	// Where the gate attached, it held the deleted file itself, opened
+	// through one of its processes: the chain stops in one step, not as
+	// the scan reaches each process (#51: 1.49x from the guard).
+	if e, ok := event(t, tl, timeline.StepGateAttached); ok {
+		var a timeline.GateAttached
+		if e.Decode(&a); !a.ByFile || a.Files != 1 {
+			t.Errorf("the gate attached without the deleted file (files %d, by file %v): %s", a.Files, a.ByFile, e.Msg)
+		}
+	} else {
+		t.Log("the gate did not attach here: the deleted file's gating is not checked")
 	}
 }
 
