@@ -48,6 +48,11 @@ type ancestor struct {
 	// parent's, from its fork.
 	Comm   string
 	Unread bool
+	// Again: Unread because, by the time freeze read it, the process
+	// had exec'd again (the connector's exec event carries no argv, and
+	// /proc then shows the later program): its name is the one this
+	// exec gave it, its argv unknown.
+	Again bool
 	// Late is how long after its exec event (the kernel's timestamp)
 	// freeze found an Unread process gone: a long one says the reader
 	// lagged, a short one that the process was that short-lived.
@@ -55,6 +60,8 @@ type ancestor struct {
 	// starter is the parent's entry at this process's fork: who started
 	// it, with what it ran then.
 	starter *ancestor
+	// comm is the name /proc gave when describe read it.
+	comm string
 }
 
 // The connector's constants (linux/connector.h, linux/cn_proc.h).
@@ -179,7 +186,17 @@ func (l *lineage) event(what uint32, body []byte) {
 		l.mu.Lock()
 		if p, ok := l.procs[tgid]; ok {
 			d := describe(tgid, p.Parent)
-			if d.Exe == "" {
+			if d.Exe != "" && execdAgain(p.Comm, d) {
+				// The reader lagged behind two execs of one process (a
+				// shell that starts a helper and execs another program
+				// at once, on a loaded machine): what /proc shows is
+				// the later program, which must not be taken for this
+				// exec's (rehearsal 33: "started by ... true" for the
+				// shell that exec'd true after starting its helper).
+				c := *p
+				c.Unread, c.Again = true, true
+				d = &c
+			} else if d.Exe == "" {
 				// Gone already (a test binary that starts a helper and
 				// exits within milliseconds, on a loaded machine): its
 				// fork's copy stays, with the name its exec gave it.
@@ -216,12 +233,38 @@ func (l *lineage) event(what uint32, body []byte) {
 	}
 }
 
-// describe reads what a process runs: its executable, argv and working
-// directory.
+// execdAgain says that what describe read (d) is not the program an exec
+// named named: the exec's comm event (which carries the name, taken
+// from the path the exec was given) said named, and /proc now shows a
+// process whose name is the basename of another executable, as a later
+// exec would give it. A process that renamed itself (prctl) keeps its
+// executable's name nowhere: it is taken as read.
+func execdAgain(named string, d *ancestor) bool {
+	if named == "" || d.comm == named {
+		return false
+	}
+	return d.comm == commOf(d.Exe)
+}
+
+// commOf is the name an exec of path gives a process: its basename, cut
+// to the kernel's 15 bytes (TASK_COMM_LEN less its NUL).
+func commOf(path string) string {
+	b := filepath.Base(strings.TrimSuffix(path, " (deleted)"))
+	if len(b) > 15 {
+		b = b[:15]
+	}
+	return b
+}
+
+// describe reads what a process runs: its executable, argv, name and
+// working directory.
 func describe(pid, parent int) *ancestor {
 	a := &ancestor{PID: pid, Parent: parent}
 	dir := "/proc/" + strconv.Itoa(pid)
 	a.Exe, _ = os.Readlink(dir + "/exe")
+	if b, err := os.ReadFile(dir + "/comm"); err == nil {
+		a.comm = strings.TrimSuffix(string(b), "\n")
+	}
 	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
 		a.Args = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	}
@@ -315,7 +358,11 @@ func startedBy(chain []ancestor) string {
 			if a.Late > 0 {
 				late = ", " + a.Late.Round(time.Millisecond).String() + " after its exec"
 			}
-			what = name + " (exited before freeze could read it" + late + "; forked from: " + what + ")"
+			why := "exited before freeze could read it" + late
+			if a.Again {
+				why = "it exec'd again before freeze could read its argv"
+			}
+			what = name + " (" + why + "; forked from: " + what + ")"
 		}
 		parts = append(parts, "pid "+strconv.Itoa(a.PID)+" "+what)
 	}

@@ -1,8 +1,17 @@
 package contain
 
 import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"freeze/internal/exefile"
 )
 
 // A process gone before freeze read what its exec ran is named by the
@@ -21,5 +30,60 @@ func TestStartedByNamesWhatItCould(t *testing.T) {
 	read := []ancestor{{PID: 12, Parent: 11, Exe: "/tmp/go-build123/b001/leaky.test", Args: []string{"/tmp/go-build123/b001/leaky.test", "-test.run=TestX"}, Dir: "/src/leaky"}}
 	if got := startedBy(read); got != "the Go test binary leaky.test of package /src/leaky (-test.run=TestX)" {
 		t.Errorf("startedBy = %q", got)
+	}
+}
+
+// The connector's exec event carries no argv: freeze reads /proc after
+// it. A reader that lags behind two execs of one process (a shell that
+// starts a helper and at once execs another program, rehearsal 33's
+// 6.1 boot under stress) reads the later program; it must not name it
+// as the first. The exec's comm event, which carries the name, says
+// which program the exec was. A real process here, running a copy named
+// "sleeper", plays the later program; the events are the kernel's.
+func TestAnExecReadAfterTheNextIsNotTakenForIt(t *testing.T) {
+	dir := t.TempDir()
+	sleeper := filepath.Join(dir, "sleeper")
+	if err := exefile.Copy("/bin/sleep", sleeper); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sleeper, "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); cmd.Wait() })
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe == sleeper {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the process never ran the copy")
+		}
+	}
+	shell := &ancestor{PID: 1000000, Exe: "/bin/sh", Args: []string{"sh", "-c", "x"}}
+	events := func(named string) *ancestor {
+		l := &lineage{procs: map[int]*ancestor{pid: {PID: pid, Parent: shell.PID, Exe: shell.Exe, Args: shell.Args, starter: shell}}}
+		comm := make([]byte, 24)
+		binary.NativeEndian.PutUint32(comm[0:], uint32(pid))
+		binary.NativeEndian.PutUint32(comm[4:], uint32(pid))
+		copy(comm[8:], named)
+		l.event(procEventComm, comm)
+		ex := make([]byte, 8)
+		binary.NativeEndian.PutUint32(ex[0:], uint32(pid))
+		binary.NativeEndian.PutUint32(ex[4:], uint32(pid))
+		l.event(procEventExec, ex)
+		return l.procs[pid]
+	}
+	// The exec that ran the copy, read in time: its argv.
+	if a := events("sleeper"); a.Unread || a.Exe != sleeper || len(a.Args) != 2 || a.Args[1] != "30" {
+		t.Errorf("an exec read in time: %+v, want the copy's argv", a)
+	}
+	// An exec of "starter", read once the process already ran the copy:
+	// named starter, its argv not claimed.
+	a := events("starter")
+	got := startedBy([]ancestor{*a})
+	if !a.Unread || !a.Again || strings.Contains(got, sleeper) || !strings.Contains(got, "starter (it exec'd again before freeze could read its argv; forked from: sh -c x)") {
+		t.Errorf("an exec read after the next: %+v, said %q; want starter named, the copy not", a, got)
 	}
 }

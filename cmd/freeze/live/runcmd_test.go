@@ -289,8 +289,17 @@ func TestRunNamesTheStarterAsItWasAtTheFork(t *testing.T) {
 	if code != 122 {
 		t.Fatalf("exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
 	}
-	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ ` + regexp.QuoteMeta(gone) + ` -c [^;]* \(deleted\)`).MatchString(c.Stderr()) {
-		t.Errorf("the leftover does not name its starter as it was at the fork, marked deleted:\n%s", c.Stderr())
+	// Where freeze's reader lagged behind both of the starter's execs
+	// (rehearsal 33, the 6.1 boot under stress), /proc showed the
+	// program it became; freeze then names it by the name its exec gave
+	// it (the kernel's comm event) and says its argv was not read.
+	read := regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ ` + regexp.QuoteMeta(gone) + ` -c [^;]* \(deleted\)`).MatchString(c.Stderr())
+	lagged := regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ starter \(it exec'd again before freeze could read its argv; forked from: `).MatchString(c.Stderr())
+	if !read && !lagged {
+		t.Errorf("the leftover does not name its starter as it was at the fork (its argv, marked deleted, or its name where the reader lagged):\n%s", c.Stderr())
+	}
+	if lagged {
+		t.Log("freeze's reader lagged behind the starter's two execs: named by its exec's name, its argv not read")
 	}
 	if strings.Contains(c.Stderr(), "started by pid") && regexp.MustCompile(`started by pid \d+ `+regexp.QuoteMeta(tr)).MatchString(c.Stderr()) {
 		t.Errorf("the leftover names what its starter became after the fork:\n%s", c.Stderr())
