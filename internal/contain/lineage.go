@@ -60,8 +60,6 @@ type ancestor struct {
 	// starter is the parent's entry at this process's fork: who started
 	// it, with what it ran then.
 	starter *ancestor
-	// comm is the name /proc gave when describe read it.
-	comm string
 }
 
 // The connector's constants (linux/connector.h, linux/cn_proc.h).
@@ -186,7 +184,7 @@ func (l *lineage) event(what uint32, body []byte) {
 		l.mu.Lock()
 		if p, ok := l.procs[tgid]; ok {
 			d := describe(tgid, p.Parent)
-			if d.Exe != "" && execdAgain(p.Comm, d) {
+			if d.Exe != "" && execdAgain(tgid, p.Comm, d.Exe) {
 				// The reader lagged behind two execs of one process (a
 				// shell that starts a helper and execs another program
 				// at once, on a loaded machine): what /proc shows is
@@ -233,17 +231,24 @@ func (l *lineage) event(what uint32, body []byte) {
 	}
 }
 
-// execdAgain says that what describe read (d) is not the program an exec
-// named named: the exec's comm event (which carries the name, taken
+// execdAgain says that what describe read (exe) is not the program an
+// exec named named: the exec's comm event (which carries the name, taken
 // from the path the exec was given) said named, and /proc now shows a
 // process whose name is the basename of another executable, as a later
 // exec would give it. A process that renamed itself (prctl) keeps its
-// executable's name nowhere: it is taken as read.
-func execdAgain(named string, d *ancestor) bool {
-	if named == "" || d.comm == named {
+// executable's name nowhere: it is taken as read. The name is read only
+// when the executable's own name is not the exec's (a script, a link, or
+// a later exec): most execs cost no read more.
+func execdAgain(pid int, named, exe string) bool {
+	if named == "" || commOf(exe) == named {
 		return false
 	}
-	return d.comm == commOf(d.Exe)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return false
+	}
+	comm := strings.TrimSuffix(string(b), "\n")
+	return comm != named && comm == commOf(exe)
 }
 
 // commOf is the name an exec of path gives a process: its basename, cut
@@ -256,15 +261,12 @@ func commOf(path string) string {
 	return b
 }
 
-// describe reads what a process runs: its executable, argv, name and
-// working directory.
+// describe reads what a process runs: its executable, argv and working
+// directory.
 func describe(pid, parent int) *ancestor {
 	a := &ancestor{PID: pid, Parent: parent}
 	dir := "/proc/" + strconv.Itoa(pid)
 	a.Exe, _ = os.Readlink(dir + "/exe")
-	if b, err := os.ReadFile(dir + "/comm"); err == nil {
-		a.comm = strings.TrimSuffix(string(b), "\n")
-	}
 	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
 		a.Args = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	}
