@@ -511,6 +511,73 @@ int gate_tasks(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+// The argv reader (--arg): one pass over every task, the argv of each
+// process that runs a target file, read from its memory in the kernel
+// (bpf_copy_from_user_task, Linux 5.18, which needs a sleepable
+// iterator). A scan then decides every candidate of --arg from one
+// read, where /proc costs a read of cmdline each. Each record is the
+// header, then the argv's first len bytes (fewer than ARGV_MAX); a
+// longer argv (whole > len) is read from /proc.
+#define ARGV_MAX 4096
+
+struct argv_rec {
+	__u32 pid;
+	__u32 len;   // bytes that follow the header
+	__u64 whole; // arg_end - arg_start
+	__u64 start_ns;
+	__s32 err; // the copy's error; no bytes follow
+	__u32 pad;
+};
+
+const struct argv_rec *unused_argv_rec __attribute__((unused));
+
+struct argv_buf {
+	char b[ARGV_MAX];
+};
+
+// argv_scratch: the copy's buffer (a BPF stack is 512 bytes).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct argv_buf);
+} argv_scratch SEC(".maps");
+
+SEC("iter.s/task")
+int gate_argv(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	if (!t || t->pid != t->tgid || t->exit_state || (t->flags & PF_KTHREAD))
+		return 0;
+	struct mm_struct *mm = t->mm;
+	if (!mm || !is_target(mm->exe_file))
+		return 0;
+	__u32 k = 0;
+	struct argv_buf *buf = bpf_map_lookup_elem(&argv_scratch, &k);
+	if (!buf)
+		return 0;
+	struct argv_rec r = {};
+	r.pid = t->tgid;
+	r.start_ns = t->start_boottime;
+	__u64 start = mm->arg_start, end = mm->arg_end;
+	if (end > start)
+		r.whole = end - start;
+	// At most ARGV_MAX - 1 bytes, the bound in a form the verifier
+	// follows (a mask); an argv of ARGV_MAX or more goes to /proc.
+	__u32 n = r.whole > ARGV_MAX - 1 ? ARGV_MAX - 1 : r.whole;
+	n &= ARGV_MAX - 1;
+	if (n > 0) {
+		r.err = bpf_copy_from_user_task(buf->b, n, (void *)start, t, 0);
+		if (r.err != 0)
+			n = 0;
+	}
+	r.len = n;
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	if (n > 0)
+		bpf_seq_write(ctx->meta->seq, buf->b, n);
+	return 0;
+}
+
 // The counter: fork attempts per executable, whoever makes them, for the
 // guard's automatic mode. It refuses nothing. Attempts a pids cap refuses
 // are counted too, so a chain spinning at its cap, which /proc shows as

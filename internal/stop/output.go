@@ -1,9 +1,12 @@
 package stop
 
 import (
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/timeline"
 )
@@ -84,4 +87,28 @@ func (o Output) Detached() (Output, func()) {
 		}
 	}
 	return d, flush
+}
+
+// pausing has the run stop its own process (SIGSTOP) once it has recorded
+// step, the first time (Tuning.PauseAt), after flush (the record written
+// up to there); "" changes nothing. The stop is sent from the recording
+// goroutine, before the run goes on.
+func (o Output) pausing(step timeline.Step, flush func()) Output {
+	if step == "" {
+		return o
+	}
+	var once sync.Once
+	progress := o.Progress
+	o.Progress = func(e timeline.Event) {
+		if progress != nil {
+			progress(e)
+		}
+		if e.Step == step {
+			once.Do(func() {
+				flush()
+				unix.Kill(os.Getpid(), unix.SIGSTOP)
+			})
+		}
+	}
+	return o
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"freeze/internal/freeze"
@@ -162,12 +163,19 @@ func Run(ctx context.Context, req Request, o Output) Report {
 	o, flush := o.Detached()
 	defer flush()
 	var rec *timeline.Recorder
+	var opened atomic.Pointer[timeline.Recorder]
+	o = o.pausing(req.tuning().PauseAt, func() {
+		if r := opened.Load(); r != nil {
+			r.Sync() // the record up to the step, on disk before the stop
+		}
+	})
 	open := func() *timeline.Recorder {
 		if req.Timeline == "" && !req.DryRun {
 			rec = DefaultTimeline(req.Name, o)
 		} else {
 			rec = OpenTimeline(req.Timeline, o)
 		}
+		opened.Store(rec)
 		return rec
 	}
 	rep := prepared(ctx, req, o, open)

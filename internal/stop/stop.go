@@ -108,11 +108,20 @@ type Tuning struct {
 	GateForm string
 	// ScanProc scans /proc even where the gate's task iterator loads.
 	ScanProc bool
+	// PauseAt (FREEZE_PAUSE_AT, a step's name: match, gate-attached)
+	// has the run stop its own process with SIGSTOP once it has recorded
+	// that step, the first time: a test that acts on a run mid-run (a
+	// signal, a second run, a kill) finds it there, stopped, whatever
+	// the machine's speed. Lifted, freeze finishes a whole run in tens
+	// of milliseconds, before a test at ordinary priority can stop it
+	// from outside (rehearsal 36).
+	PauseAt timeline.Step
 }
 
 // TuningFromEnv reads the settings from the environment.
 func TuningFromEnv() Tuning {
-	return Tuning{GateKill: os.Getenv("FREEZE_GATE_ACTION") == "kill", GateForm: os.Getenv("FREEZE_GATE_FORM"), ScanProc: os.Getenv("FREEZE_SCAN") == "proc"}
+	return Tuning{GateKill: os.Getenv("FREEZE_GATE_ACTION") == "kill", GateForm: os.Getenv("FREEZE_GATE_FORM"), ScanProc: os.Getenv("FREEZE_SCAN") == "proc",
+		PauseAt: timeline.Step(os.Getenv("FREEZE_PAUSE_AT"))}
 }
 
 // Kind is how a run ended.

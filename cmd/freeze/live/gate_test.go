@@ -50,23 +50,21 @@ func event(t *testing.T, path string, step timeline.Step) (timeline.Event, bool)
 }
 
 // A freeze killed with SIGKILL while its gate holds the chain leaves the
-// chain held (stopped by the gate, or frozen in the group of its first
-// freeze round, where freeze got that far before the test's SIGSTOP:
-// lifted, it took 66 ms, and the test's stop came after it in a third
-// of the runs) and nothing attached; a rerun finishes it.
+// chain held (stopped by the gate) and nothing attached; a rerun
+// finishes it. freeze stops itself once its gate is attached
+// (FREEZE_PAUSE_AT): before, the test stopped it from outside once its
+// output said so, and lifted it had gone on to its first freeze round
+// (66 ms) in a third of the runs, or could end the run first.
 func TestGatedRunKilledLeavesTheChainStoppedAndARerunFinishes(t *testing.T) {
 	needGate(t)
 	bin := buildFreeze(t)
 	chain := treeAtCap(t, 400, 50*time.Millisecond)
 	tl := filepath.Join(t.TempDir(), "t.jsonl")
 	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 200 * time.Second,
-		Command: []string{bin, "--method", "bpf", "--hold", "--path", chain.Path, "--timeline", tl}})
-	waitFor(t, fz, "gate attached", 30*time.Second)
-	// Hold freeze still with the gate attached until every process of
-	// the chain has met it at its next fork, then kill freeze outright.
-	if err := unix.Kill(fz.Leader, unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+		Env: []string{"FREEZE_PAUSE_AT=gate-attached"}, Command: []string{bin, "--method", "bpf", "--hold", "--path", chain.Path, "--timeline", tl}})
+	// freeze holds still with the gate attached until every process of
+	// the chain has met it at its next fork; then it is killed outright.
+	waitPaused(t, fz, 30*time.Second)
 	// 60 s: a bound for a loaded machine (beside a CPU hog one process
 	// of the chain had not met the gate after 10 s), not a speed.
 	end := time.Now().Add(60 * time.Second)
@@ -260,6 +258,17 @@ func TestGateNarrowedByArg(t *testing.T) {
 	var attached timeline.GateAttached
 	if e.Decode(&attached); !ok || !attached.ByFile {
 		t.Fatalf("gate-attached %+v: want the gate on, holding the interpreter's file", e)
+	}
+	// argv read for the chain's root and the twin at least: in one pass
+	// of the gate's argv reader where it loads (Linux 5.18).
+	m, ok := event(t, tl, timeline.StepMatch)
+	var matched timeline.Matched
+	if m.Decode(&matched); !ok || matched.ArgsRead < 2 {
+		t.Fatalf("match %q: want the argv of the chain's root and the twin read", m.Msg)
+	}
+	t.Log(m.Msg)
+	if matched.ArgsKernel == 0 && testenv.KernelAtLeast(5, 18) && os.Getenv(testenv.ExpectGateEnv) == "1" {
+		t.Errorf("match %q: every argv read from /proc, where the gate's argv reader loads (%s=1, Linux 5.18 or later)", m.Msg, testenv.ExpectGateEnv)
 	}
 	lg, ok := event(t, tl, timeline.StepLetGo)
 	if !ok {

@@ -151,21 +151,18 @@ func TestHangupAndBrokenPipeEndTheRunInARecordedState(t *testing.T) {
 	}
 }
 
-// signalMidRun starts freeze on path, waits for its match step, and
-// queues sigs while it is stopped (SIGSTOP, sigs, SIGCONT), so that they
-// arrive mid-run whatever the machine's speed.
+// signalMidRun starts freeze on path, which stops itself at its match
+// step (FREEZE_PAUSE_AT), and queues sigs while it is stopped (sigs, then
+// SIGCONT), so that they arrive mid-run whatever the machine's speed.
+// Before, the test stopped freeze once its output said "1/4 match":
+// lifted, freeze can finish its run before a test at ordinary priority
+// sends the stop (see TestConcurrentRunsAndAStaleLock).
 func signalMidRun(t *testing.T, bin, path, tl string, sigs ...unix.Signal) *containtest.Chain {
 	t.Helper()
 	fz := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
-		Command: []string{bin, "--path", path, "--timeline", tl}})
-	end := time.Now().Add(30 * time.Second)
-	for !strings.Contains(fz.Stderr(), "1/4 match") {
-		if time.Now().After(end) {
-			t.Fatalf("freeze did not reach its match step in 30 s:\n%s", fz.Stderr())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for _, sig := range append(append([]unix.Signal{unix.SIGSTOP}, sigs...), unix.SIGCONT) {
+		Env: []string{"FREEZE_PAUSE_AT=match"}, Command: []string{bin, "--path", path, "--timeline", tl}})
+	waitPaused(t, fz, 30*time.Second)
+	for _, sig := range append(sigs, unix.SIGCONT) {
 		if err := unix.Kill(fz.Leader, sig); err != nil {
 			t.Fatalf("kill %v: %v", sig, err)
 		}

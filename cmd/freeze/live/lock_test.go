@@ -15,34 +15,28 @@ import (
 	"freeze/internal/testenv"
 )
 
-// Two runs against one chain do not fight: while the first is mid-run
-// (held there with SIGSTOP), a second is refused with exit 3 and told the
-// first's pid and start time, and changes nothing. When the first dies
-// without releasing the lock (SIGKILL), the next run takes the stale
-// lock over, says so, and finishes the job.
+// Two runs against one chain do not fight: while the first is mid-run,
+// a second is refused with exit 3 and told the first's pid and start
+// time, and changes nothing. When the first dies without releasing the
+// lock (SIGKILL), the next run takes the stale lock over, says so, and
+// finishes the job.
+//
+// The first run stops itself at its match step, lock in hand
+// (FREEZE_PAUSE_AT). Before, the test stopped it with SIGSTOP once its
+// output said "1/4 match"; lifted to SCHED_RR, freeze could finish the
+// whole run (a gate's kill of 300 takes milliseconds) before the test, at
+// ordinary priority, sent the stop. In rehearsal 36 (stress-ng beside
+// it) it did: the second run found no chain and no lock, and exited 0.
 func TestConcurrentRunsAndAStaleLock(t *testing.T) {
 	testenv.RequireLive(t, "the chain is capped by a pids cgroup")
 	bin := buildFreeze(t)
 	chain := treeAtCap(t, 300, 100*time.Millisecond)
-	run := func(name string) *containtest.Chain {
-		return containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second,
+	run := func(name string, env ...string) *containtest.Chain {
+		return containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 100, HopCap: 1, Timeout: 90 * time.Second, Env: env,
 			Command: []string{bin, "--path", chain.Path, "--timeline", filepath.Join(t.TempDir(), name+".jsonl")}})
 	}
-	first := run("first")
-	end := time.Now().Add(30 * time.Second)
-	for !strings.Contains(first.Stderr(), "1/4 match") {
-		if time.Now().After(end) {
-			t.Fatalf("the first run did not reach its match step:\n%s", first.Stderr())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := unix.Kill(first.Leader, unix.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	st, err := proc.Default.ReadStat(first.Leader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := run("first", "FREEZE_PAUSE_AT=match")
+	st := waitPaused(t, first, 30*time.Second)
 	second := run("second")
 	ws, ok := second.Exit(30 * time.Second)
 	if !ok || ws.ExitStatus() != 3 {
@@ -73,6 +67,27 @@ func TestConcurrentRunsAndAStaleLock(t *testing.T) {
 	}
 	if left := chain.Survivors(); len(left) > 0 {
 		t.Fatalf("%d processes of the chain alive after the third run", len(left))
+	}
+}
+
+// waitPaused waits until freeze, started with FREEZE_PAUSE_AT, has
+// stopped itself at that step (state T), and returns its stat. A freeze
+// that exits first fails the test: it never reached the step.
+func waitPaused(t *testing.T, fz *containtest.Chain, within time.Duration) proc.Stat {
+	t.Helper()
+	end := time.Now().Add(within)
+	for {
+		st, err := proc.Default.ReadStat(fz.Leader)
+		if err == nil && st.State == 'T' {
+			return st
+		}
+		if ws, done := fz.Exit(time.Millisecond); done {
+			t.Fatalf("freeze exited (%v) before it paused at its step:\n%s", ws, fz.Stderr())
+		}
+		if time.Now().After(end) {
+			t.Fatalf("freeze did not pause at its step in %v (state %c, %v):\n%s", within, st.State, err, fz.Stderr())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
