@@ -306,9 +306,6 @@ func loadGate(fs proc.FS, o SealOptions, files []gate.File, kill bool, form gate
 		g.StartRest() // with --arg by file: once the decoys are let go (letGo)
 	}
 	g.LoadExtras() // a spare has them already: then it does nothing
-	if len(o.Spec.Args) > 0 {
-		g.LoadArgv()
-	}
 	return g, preloaded, nil
 }
 
@@ -519,14 +516,13 @@ func actionWord(kill bool) string {
 type Spare struct{ g *gate.Gate }
 
 // LoadSpare loads a spare gate, with what speeds a run up (the kill and
-// scan iterators, the argv reader) loaded too.
+// scan iterators) loaded too.
 func LoadSpare() (*Spare, error) {
 	g, err := gate.Load(gate.Config{Ahead: true})
 	if err != nil {
 		return nil, err
 	}
 	g.LoadExtras()
-	g.LoadArgv() // for an --arg request
 	return &Spare{g: g}, nil
 }
 

@@ -110,10 +110,6 @@ type Gate struct {
 	exempt   *ebpf.Map
 	gated    *ebpf.Map
 	counters *ebpf.Map
-	// argv is the argv reader (LoadArgv), attached at its first use;
-	// argvTried, that LoadArgv ran.
-	argv      argvIter
-	argvTried bool
 	// Form is the form that loaded.
 	Form Form
 	// Tried are the forms tried before Form, each with why it did not
@@ -486,7 +482,7 @@ func attachProgram(p *ebpf.Program) (link.Link, error) {
 // the record: after the run, 'bpftool prog show id N' must find none.
 func (g *Gate) ProgramIDs() []uint32 {
 	var ids []uint32
-	for _, p := range append(g.core[:len(g.core):len(g.core)], g.kill, g.mark, g.ident, g.scan.prog, g.argv.prog) {
+	for _, p := range append(g.core[:len(g.core):len(g.core)], g.kill, g.mark, g.ident, g.scan.prog) {
 		if p == nil {
 			continue
 		}
@@ -715,13 +711,13 @@ func (g *Gate) Detach() error {
 
 // Close detaches and unloads.
 func (g *Gate) Close() error {
-	errs := []error{g.scan.close(), g.argv.close(), g.Detach()}
-	for _, p := range append(g.core, g.kill, g.mark, g.ident, g.scan.prog, g.argv.prog) {
+	errs := []error{g.scan.close(), g.Detach()}
+	for _, p := range append(g.core, g.kill, g.mark, g.ident, g.scan.prog) {
 		if p != nil {
 			errs = append(errs, p.Close())
 		}
 	}
-	g.core, g.kill, g.mark, g.ident, g.scan.prog, g.argv.prog = nil, nil, nil, nil, nil, nil
+	g.core, g.kill, g.mark, g.ident, g.scan.prog = nil, nil, nil, nil, nil
 	if g.ld != nil {
 		errs = append(errs, g.ld.close())
 	}

@@ -39,8 +39,6 @@ struct file {
 
 struct mm_struct {
 	struct file *exe_file;
-	unsigned long arg_start;
-	unsigned long arg_end;
 } __PRESERVE;
 
 typedef struct {
@@ -97,7 +95,6 @@ enum pid_type {
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
-	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_TASK_STORAGE = 29,
 };

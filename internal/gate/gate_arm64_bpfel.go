@@ -13,21 +13,6 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type gateArgvBuf struct {
-	_ structs.HostLayout
-	B [4096]int8
-}
-
-type gateArgvRec struct {
-	_       structs.HostLayout
-	Pid     uint32
-	Len     uint32
-	Whole   uint64
-	StartNs uint64
-	Err     int32
-	Pad     uint32
-}
-
 type gateCounter uint32
 
 const (
@@ -75,7 +60,6 @@ type gateTaskRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	gateMapArgvScratch       = "argv_scratch"
 	gateMapByOwner           = "by_owner"
 	gateMapCounters          = "counters"
 	gateMapExempt            = "exempt"
@@ -87,7 +71,6 @@ const (
 	gateMapStoppedAt         = "stopped_at"
 	gateMapTargets           = "targets"
 	gateProgCountSysEnter    = "count_sys_enter"
-	gateProgGateArgv         = "gate_argv"
 	gateProgGateBprmCheck    = "gate_bprm_check"
 	gateProgGateBprmCheckRet = "gate_bprm_check_ret"
 	gateProgGateExec         = "gate_exec"
@@ -101,7 +84,6 @@ const (
 	gateProgGateTasks        = "gate_tasks"
 	gateVarAction            = "action"
 	gateVarSelfTgid          = "self_tgid"
-	gateVarUnusedArgvRec     = "unused_argv_rec"
 	gateVarUnusedCounter     = "unused_counter"
 	gateVarUnusedFdRec       = "unused_fd_rec"
 	gateVarUnusedTaskRec     = "unused_task_rec"
@@ -150,7 +132,6 @@ type gateSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateProgramSpecs struct {
 	CountSysEnter    *ebpf.ProgramSpec `ebpf:"count_sys_enter"`
-	GateArgv         *ebpf.ProgramSpec `ebpf:"gate_argv"`
 	GateBprmCheck    *ebpf.ProgramSpec `ebpf:"gate_bprm_check"`
 	GateBprmCheckRet *ebpf.ProgramSpec `ebpf:"gate_bprm_check_ret"`
 	GateExec         *ebpf.ProgramSpec `ebpf:"gate_exec"`
@@ -168,17 +149,16 @@ type gateProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateMapSpecs struct {
-	ArgvScratch *ebpf.MapSpec `ebpf:"argv_scratch"`
-	ByOwner     *ebpf.MapSpec `ebpf:"by_owner"`
-	Counters    *ebpf.MapSpec `ebpf:"counters"`
-	Exempt      *ebpf.MapSpec `ebpf:"exempt"`
-	ForkCounts  *ebpf.MapSpec `ebpf:"fork_counts"`
-	Freed       *ebpf.MapSpec `ebpf:"freed"`
-	Gated       *ebpf.MapSpec `ebpf:"gated"`
-	Killed      *ebpf.MapSpec `ebpf:"killed"`
-	Owners      *ebpf.MapSpec `ebpf:"owners"`
-	StoppedAt   *ebpf.MapSpec `ebpf:"stopped_at"`
-	Targets     *ebpf.MapSpec `ebpf:"targets"`
+	ByOwner    *ebpf.MapSpec `ebpf:"by_owner"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	Exempt     *ebpf.MapSpec `ebpf:"exempt"`
+	ForkCounts *ebpf.MapSpec `ebpf:"fork_counts"`
+	Freed      *ebpf.MapSpec `ebpf:"freed"`
+	Gated      *ebpf.MapSpec `ebpf:"gated"`
+	Killed     *ebpf.MapSpec `ebpf:"killed"`
+	Owners     *ebpf.MapSpec `ebpf:"owners"`
+	StoppedAt  *ebpf.MapSpec `ebpf:"stopped_at"`
+	Targets    *ebpf.MapSpec `ebpf:"targets"`
 }
 
 // gateVariableSpecs contains global variables before they are loaded into the kernel.
@@ -187,7 +167,6 @@ type gateMapSpecs struct {
 type gateVariableSpecs struct {
 	Action        *ebpf.VariableSpec `ebpf:"action"`
 	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
-	UnusedArgvRec *ebpf.VariableSpec `ebpf:"unused_argv_rec"`
 	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedFdRec   *ebpf.VariableSpec `ebpf:"unused_fd_rec"`
 	UnusedTaskRec *ebpf.VariableSpec `ebpf:"unused_task_rec"`
@@ -213,22 +192,20 @@ func (o *gateObjects) Close() error {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateMaps struct {
-	ArgvScratch *ebpf.Map `ebpf:"argv_scratch"`
-	ByOwner     *ebpf.Map `ebpf:"by_owner"`
-	Counters    *ebpf.Map `ebpf:"counters"`
-	Exempt      *ebpf.Map `ebpf:"exempt"`
-	ForkCounts  *ebpf.Map `ebpf:"fork_counts"`
-	Freed       *ebpf.Map `ebpf:"freed"`
-	Gated       *ebpf.Map `ebpf:"gated"`
-	Killed      *ebpf.Map `ebpf:"killed"`
-	Owners      *ebpf.Map `ebpf:"owners"`
-	StoppedAt   *ebpf.Map `ebpf:"stopped_at"`
-	Targets     *ebpf.Map `ebpf:"targets"`
+	ByOwner    *ebpf.Map `ebpf:"by_owner"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	Exempt     *ebpf.Map `ebpf:"exempt"`
+	ForkCounts *ebpf.Map `ebpf:"fork_counts"`
+	Freed      *ebpf.Map `ebpf:"freed"`
+	Gated      *ebpf.Map `ebpf:"gated"`
+	Killed     *ebpf.Map `ebpf:"killed"`
+	Owners     *ebpf.Map `ebpf:"owners"`
+	StoppedAt  *ebpf.Map `ebpf:"stopped_at"`
+	Targets    *ebpf.Map `ebpf:"targets"`
 }
 
 func (m *gateMaps) Close() error {
 	return _GateClose(
-		m.ArgvScratch,
 		m.ByOwner,
 		m.Counters,
 		m.Exempt,
@@ -248,7 +225,6 @@ func (m *gateMaps) Close() error {
 type gateVariables struct {
 	Action        *ebpf.Variable `ebpf:"action"`
 	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
-	UnusedArgvRec *ebpf.Variable `ebpf:"unused_argv_rec"`
 	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedFdRec   *ebpf.Variable `ebpf:"unused_fd_rec"`
 	UnusedTaskRec *ebpf.Variable `ebpf:"unused_task_rec"`
@@ -259,7 +235,6 @@ type gateVariables struct {
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gatePrograms struct {
 	CountSysEnter    *ebpf.Program `ebpf:"count_sys_enter"`
-	GateArgv         *ebpf.Program `ebpf:"gate_argv"`
 	GateBprmCheck    *ebpf.Program `ebpf:"gate_bprm_check"`
 	GateBprmCheckRet *ebpf.Program `ebpf:"gate_bprm_check_ret"`
 	GateExec         *ebpf.Program `ebpf:"gate_exec"`
@@ -276,7 +251,6 @@ type gatePrograms struct {
 func (p *gatePrograms) Close() error {
 	return _GateClose(
 		p.CountSysEnter,
-		p.GateArgv,
 		p.GateBprmCheck,
 		p.GateBprmCheckRet,
 		p.GateExec,

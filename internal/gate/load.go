@@ -38,7 +38,6 @@ var sections = map[string]string{
 	"gate_kill":           "iter/task (kill iterator)",
 	"gate_mark":           "iter/task (mark iterator)",
 	"gate_tasks":          "iter/task (scan iterator)",
-	"gate_argv":           "iter.s/task (argv reader)",
 	"count_sys_enter":     "tp_btf/sys_enter (fork counter)",
 }
 

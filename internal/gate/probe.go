@@ -43,7 +43,6 @@ var probed = []struct{ name, role string }{
 	{"gate_ident", "files by the kernel's identity (btrfs, overlayfs)"},
 	{"gate_kill", "the chain killed in one pass (else by pidfd)"},
 	{"gate_tasks", "scans in one pass (else /proc)"},
-	{"gate_argv", "--arg's argv in one pass (else /proc)"},
 }
 
 // Probe loads (and never attaches) each of the gate's programs on its

@@ -1,7 +1,6 @@
 package match_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"freeze/internal/match"
-	"freeze/internal/proc"
 	"freeze/internal/proctest"
 )
 
@@ -126,61 +124,4 @@ func scanTold(t *testing.T, tr *proctest.Tree, spec match.Spec) (match.Result, [
 		t.Fatal(err)
 	}
 	return res, told
-}
-
-// With an argv source (the gate's argv reader), a scan decides --arg by
-// what the source gives, read once, and reads /proc only for what it
-// left out; a source that fails leaves every argv to /proc. The source
-// here says otherwise than /proc for one process, so the test sees which
-// was read.
-func TestArgsFromTheSourceThenProc(t *testing.T) {
-	tr := proctest.New(t)
-	argv := argvWriter(t, tr)
-	said := tr.Add(0, tr.Target) // /proc: other.py; the source: job.py
-	argv(said, "python3", "other.py")
-	left := tr.Add(0, tr.Target) // left out by the source: /proc's job.py
-	argv(left, "python3", "job.py")
-	p, _ := tr.Get(said)
-	calls := 0
-	src := func() (map[proc.ID][]string, error) {
-		calls++
-		return map[proc.ID][]string{{PID: said, Start: p.Start}: {"python3", "job.py"}}, nil
-	}
-	spec := tr.Spec(t)
-	spec.Args = []string{"job.py"}
-	s := match.NewScanner(tr.FS, spec)
-	s.UseArgs(src)
-	res, err := s.Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in []int
-	for _, p := range res.Procs {
-		in = append(in, p.PID)
-	}
-	slices.Sort(in)
-	if !slices.Equal(in, []int{said, left}) || calls != 1 || res.ArgsRead != 2 || res.ArgsKernel != 1 {
-		t.Errorf("set %v, source read %d times, argv read %d (%d from the source): want %v, once, 2 (1)", in, calls, res.ArgsRead, res.ArgsKernel, []int{said, left})
-	}
-	// A source whose answer is for another start (a reused pid) is not
-	// taken for this process.
-	s = match.NewScanner(tr.FS, spec)
-	s.UseArgs(func() (map[proc.ID][]string, error) {
-		return map[proc.ID][]string{{PID: said, Start: p.Start + 1}: {"python3", "job.py"}}, nil
-	})
-	if res, err = s.Scan(); err != nil {
-		t.Fatal(err)
-	}
-	if res.Live() != 1 || res.Procs[0].PID != left || res.ArgsKernel != 0 {
-		t.Errorf("another start's argv: %d matched (%d from the source), want %d alone from /proc", res.Live(), res.ArgsKernel, left)
-	}
-	// A failing source: /proc for all, and said so.
-	s = match.NewScanner(tr.FS, spec)
-	s.UseArgs(func() (map[proc.ID][]string, error) { return nil, errors.New("no reader") })
-	if res, err = s.Scan(); err != nil {
-		t.Fatal(err)
-	}
-	if res.Live() != 1 || res.Procs[0].PID != left || s.ArgErr() == nil {
-		t.Errorf("failing source: %d matched, ArgErr %v; want %d alone, from /proc, and the error kept", res.Live(), s.ArgErr(), left)
-	}
 }

@@ -106,11 +106,9 @@ type Result struct {
 	// set: with --arg the gate holds every process of the file first,
 	// and these are the ones to let go.
 	Passed []Proc
-	// ArgsRead is how many argv the scan read for --arg, in ArgsTook;
-	// ArgsKernel how many of them the argv source gave (UseArgs), the
-	// rest read from /proc.
-	ArgsRead, ArgsKernel int
-	ArgsTook             time.Duration
+	// ArgsRead is how many argv the scan read for --arg, in ArgsTook.
+	ArgsRead int
+	ArgsTook time.Duration
 	// ReadTook is how long reading the processes took (the task source
 	// or /proc), before argv and the descendant pass.
 	ReadTook time.Duration
@@ -136,37 +134,15 @@ type Scanner struct {
 	// onPassed, if set, is told of each passed process as soon as it is
 	// decided (OnPassed).
 	onPassed func(Proc)
-	// argsRead and argsTook count this scan's reads of argv; argsKernel
-	// how many of them came from the argv source.
-	argsRead, argsKernel int
-	argsTook             time.Duration
-	// args, when set, reads every target's argv at once (UseArgs);
-	// argSnap is its answer for this scan, read at the first need.
-	args    ArgSource
-	argSnap map[proc.ID][]string
-	argErr  error
+	// argsRead and argsTook count this scan's reads of argv.
+	argsRead int
+	argsTook time.Duration
 }
 
 // TaskSource lists every process with what a scan reads of it, appended
 // to buf: the BPF gate's task iterator (gate.Tasks) does it in one pass,
 // in milliseconds where /proc takes tens or hundreds.
 type TaskSource func(buf []proc.Task) ([]proc.Task, error)
-
-// ArgSource reads the argv of every process that runs a target file at
-// once, by pid and start time: the BPF gate's argv reader (gate.Argv)
-// does it in one pass in the kernel, where /proc takes a read of
-// cmdline per process. A process it leaves out (its argv too long, or
-// unreadable) is read from /proc.
-type ArgSource func() (map[proc.ID][]string, error)
-
-// UseArgs makes every later scan that needs argv (--arg) read it from src
-// first, once a scan; /proc for what src leaves out, and for all when src
-// fails (ArgErr).
-func (s *Scanner) UseArgs(src ArgSource) { s.args = src }
-
-// ArgErr is the last error of the argv source; the scan that met it read
-// argv from /proc.
-func (s *Scanner) ArgErr() error { return s.argErr }
 
 // UseTasks makes every later scan read the processes from src instead of
 // /proc (the exe link's text and cmdline still come from /proc, for the
@@ -255,7 +231,7 @@ func (s *Scanner) Scan() (Result, error) {
 	}
 	res := Result{Counts: map[Reason]int{}}
 	t0 := time.Now()
-	s.argsRead, s.argsKernel, s.argsTook, s.argSnap = 0, 0, 0, nil
+	s.argsRead, s.argsTook = 0, 0
 	l, err := s.lookAll()
 	if err != nil {
 		return res, err
@@ -269,7 +245,7 @@ func (s *Scanner) Scan() (Result, error) {
 		s.decideArgs(nodes, &l)
 		matched, res.Where = l.matched, l.where
 	}
-	res.ArgsRead, res.ArgsKernel, res.ArgsTook = s.argsRead, s.argsKernel, s.argsTook
+	res.ArgsRead, res.ArgsTook = s.argsRead, s.argsTook
 	var byParent []int32
 	if !s.spec.NoDescendants && matched > 0 {
 		byParent = s.descendants(nodes)
@@ -485,7 +461,7 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 				}
 				l.candAt[pid] = place
 			}
-		case !s.matchArgs(proc.ID{PID: pid, Start: st.Start}):
+		case !s.matchArgs(pid):
 			n.passed, n.exe = true, exe
 		default:
 			n.reason, n.exe, n.in = r, exe, true
@@ -633,7 +609,7 @@ func (s *Scanner) decideArgs(nodes []node, l *looked) {
 		switch {
 		case ancestorIn(nodes, i):
 			// The descendant pass takes it.
-		case s.matchArgs(proc.ID{PID: n.pid, Start: n.start}):
+		case s.matchArgs(n.pid):
 			n.reason, n.in = r, true
 			l.matched++
 			if p, ok := l.candAt[n.pid]; ok {
@@ -713,30 +689,14 @@ func ancestorIn(nodes []node, i int) bool {
 	return false
 }
 
-// matchArgs reads argv, only for a process that already passed the
-// executable filter, and looks for an argv element equal to an --arg:
-// from the argv source's one pass where it gave this process, else
-// /proc/PID/cmdline.
-func (s *Scanner) matchArgs(id proc.ID) bool {
+// matchArgs reads cmdline, only for a process that already passed the
+// executable filter, and looks for an argv element equal to an --arg.
+func (s *Scanner) matchArgs(pid int) bool {
 	if len(s.spec.Args) == 0 {
 		return true
 	}
 	t0 := time.Now()
-	if s.args != nil && s.argSnap == nil {
-		snap, err := s.args()
-		s.argErr = err
-		if snap == nil {
-			snap = map[proc.ID][]string{} // failed: /proc, for the rest of this scan
-		}
-		s.argSnap = snap
-	}
-	args, ok := s.argSnap[id]
-	var err error
-	if ok {
-		s.argsKernel++
-	} else {
-		args, err = s.fs.Args(id.PID)
-	}
+	args, err := s.fs.Args(pid)
 	s.argsRead++
 	s.argsTook += time.Since(t0)
 	if err != nil {

@@ -41,12 +41,6 @@ func (r *run) match() error {
 	}
 	if res.ArgsRead > 0 {
 		msg += fmt.Sprintf("; reading the processes took %s, argv of %s %s", show.Dur(res.ReadTook), show.Count(res.ArgsRead, "process", "processes"), show.Dur(res.ArgsTook))
-		if res.ArgsKernel > 0 {
-			msg += fmt.Sprintf(" (%d from the gate's argv reader, in one pass)", res.ArgsKernel)
-		}
-	}
-	if err := r.scanner.ArgErr(); err != nil && res.ArgsRead > 0 {
-		msg += " (the argv reader: " + err.Error() + "; argv read from /proc)"
 	}
 	where, in := whereOf(res)
 	msg += in
@@ -54,7 +48,7 @@ func (r *run) match() error {
 		Matched: res.Live(), ByPath: res.Counts[match.ByPath], ByDeleted: res.Counts[match.ByDeleted],
 		ByUnder: res.Counts[match.ByUnder], Descendants: res.Counts[match.ByDescendant],
 		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from, Where: where,
-		ReadMS: ms(res.ReadTook), ArgsRead: res.ArgsRead, ArgsKernel: res.ArgsKernel, ArgsMS: ms(res.ArgsTook)})
+		ReadMS: ms(res.ReadTook), ArgsRead: res.ArgsRead, ArgsMS: ms(res.ArgsTook)})
 	r.containerInits(where)
 	r.out.Hidden = res.Hidden
 	if len(res.Hidden) > 0 {
@@ -487,12 +481,6 @@ func (r *run) gate() error {
 	// hundreds, and no contention with the chain's exits on /proc.
 	if !r.c.Tuning.ScanProc && g.CanScan() {
 		r.scanner.UseTasks(g.Tasks)
-	}
-	// And --arg reads every argv of the file in one pass of the gate's
-	// argv reader, where it loads (Linux 5.18), instead of one read of
-	// /proc/PID/cmdline each.
-	if r.byArg && !r.c.Tuning.ScanProc && g.CanReadArgv() {
-		r.scanner.UseArgs(g.Argv)
 	}
 	// Tagged with the match: the gate attaches before the scan, on the
 	// target's file, and the scan then marks what it finds in it. So the

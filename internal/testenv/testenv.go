@@ -199,26 +199,3 @@ func readArgv(procRoot string, pid int) []string {
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
-
-// GateAlsoMissing is GateMissing for a part of the gate that loads only
-// from Linux major.minor on: it fails where the gate is expected to load
-// (ExpectGateEnv) on such a kernel, and skips elsewhere.
-func GateAlsoMissing(t testing.TB, major, minor int, why string) {
-	t.Helper()
-	if KernelAtLeast(major, minor) {
-		GateMissing(t, why)
-	}
-	t.Skipf("this needs Linux %d.%d or later: %s", major, minor, why)
-}
-
-// KernelAtLeast reports whether the running kernel is major.minor or
-// later, by uname's release.
-func KernelAtLeast(major, minor int) bool {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return false
-	}
-	var ma, mi int
-	fmt.Sscanf(string(b), "%d.%d", &ma, &mi)
-	return ma > major || ma == major && mi >= minor
-}

@@ -66,9 +66,8 @@ type Matched struct {
 	Zombies     int     `json:"zombies"`
 	Scanned     int     `json:"scanned"`
 	ScanMS      float64 `json:"scan_ms"`
-	ReadMS      float64 `json:"read_ms,omitempty"`     // of it, reading the processes
-	ArgsRead    int     `json:"args_read,omitempty"`   // argv read for --arg
-	ArgsKernel  int     `json:"args_kernel,omitempty"` // of them, from the gate's argv reader
+	ReadMS      float64 `json:"read_ms,omitempty"`   // of it, reading the processes
+	ArgsRead    int     `json:"args_read,omitempty"` // argv read for --arg
 	ArgsMS      float64 `json:"args_ms,omitempty"`
 	ScanFrom    string  `json:"scan_from"`
 	// Where the matches run, for a run in a container or pod (or of a
