@@ -184,7 +184,8 @@ func (l *lineage) event(what uint32, body []byte) {
 		l.mu.Lock()
 		if p, ok := l.procs[tgid]; ok {
 			d := describe(tgid, p.Parent)
-			if d.Exe != "" && execdAgain(tgid, p.Comm, d.Exe) {
+			switch readOf(tgid, p.Comm, d) {
+			case execAgain:
 				// The reader lagged behind two execs of one process (a
 				// shell that starts a helper and execs another program
 				// at once, on a loaded machine): what /proc shows is
@@ -194,10 +195,11 @@ func (l *lineage) event(what uint32, body []byte) {
 				c := *p
 				c.Unread, c.Again = true, true
 				d = &c
-			} else if d.Exe == "" {
-				// Gone already (a test binary that starts a helper and
-				// exits within milliseconds, on a loaded machine): its
-				// fork's copy stays, with the name its exec gave it.
+			case execGone:
+				// Gone already, or going (a test binary that starts a
+				// helper and exits within milliseconds, on a loaded
+				// machine): its fork's copy stays, with the name its
+				// exec gave it.
 				c := *p
 				c.Unread = true
 				var now unix.Timespec
@@ -231,24 +233,46 @@ func (l *lineage) event(what uint32, body []byte) {
 	}
 }
 
-// execdAgain says that what describe read (exe) is not the program an
-// exec named named: the exec's comm event (which carries the name, taken
-// from the path the exec was given) said named, and /proc now shows a
-// process whose name is the basename of another executable, as a later
-// exec would give it. A process that renamed itself (prctl) keeps its
-// executable's name nowhere: it is taken as read. The name is read only
-// when the executable's own name is not the exec's (a script, a link, or
-// a later exec): most execs cost no read more.
-func execdAgain(pid int, named, exe string) bool {
-	if named == "" || commOf(exe) == named {
-		return false
+// execRead is what a read of a process after its exec event was.
+type execRead int
+
+const (
+	execTaken execRead = iota // the exec's: taken as read
+	execAgain                 // a later exec's: the process exec'd again first
+	execGone                  // nothing sure: it exited, or was exiting
+)
+
+// readOf judges what describe read (d) for an exec that the exec's comm
+// event named named:
+//   - gone: no executable, or no argv (read after the process's memory
+//     went: it was exiting), or an executable whose name is not the
+//     exec's while the process's name can no longer be read to tell
+//     why. In rehearsal 38 (6.1 under emulation) the reader lagged
+//     behind a shell's exec of true, read true's executable, and found
+//     its argv and name gone: taken as read, the shell's helper was
+//     said to be started by true;
+//   - again: /proc shows a process whose name is the basename of
+//     another executable, as a later exec gives it (rehearsal 33);
+//   - read, otherwise. A process that renamed itself (prctl) keeps its
+//     executable's name nowhere: it is taken as read. The name is read
+//     only when the executable's own name is not the exec's (a script,
+//     a link, or a later exec): most execs cost no read more.
+func readOf(pid int, named string, d *ancestor) execRead {
+	if d.Exe == "" || len(d.Args) == 0 || len(d.Args) == 1 && d.Args[0] == "" {
+		return execGone
+	}
+	if named == "" || commOf(d.Exe) == named {
+		return execTaken
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	if err != nil {
-		return false
+		return execGone
 	}
 	comm := strings.TrimSuffix(string(b), "\n")
-	return comm != named && comm == commOf(exe)
+	if comm != named && comm == commOf(d.Exe) {
+		return execAgain
+	}
+	return execTaken
 }
 
 // commOf is the name an exec of path gives a process: its basename, cut

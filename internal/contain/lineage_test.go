@@ -87,3 +87,45 @@ func TestAnExecReadAfterTheNextIsNotTakenForIt(t *testing.T) {
 		t.Errorf("an exec read after the next: %+v, said %q; want starter named, the copy not", a, got)
 	}
 }
+
+// A read that cannot be told apart from a later exec's is not taken for
+// the exec's: a process whose executable is not the one its exec named,
+// and whose name can no longer be read (it exited), and one read with
+// no argv (its memory gone: exiting), are gone, not read. Rehearsal 38
+// named a shell's helper as started by true: the reader, lagging, read
+// true's executable after the shell had exec'd it, then found its argv
+// and name gone.
+func TestAnExecReadAsItsProcessWentIsNotTakenForIt(t *testing.T) {
+	dir := t.TempDir()
+	tr := filepath.Join(dir, "true")
+	if err := exefile.Copy("/bin/true", tr); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tr, "marker-arg")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone := cmd.Process.Pid // exited and reaped: /proc has no name for it
+	if got := readOf(gone, "starter", &ancestor{Exe: tr, Args: []string{tr, "marker-arg"}}); got != execGone {
+		t.Errorf("another executable's read, the name unreadable: %d, want gone (%d)", got, execGone)
+	}
+	if got := readOf(gone, "true", &ancestor{Exe: tr, Args: []string{tr, "marker-arg"}}); got != execTaken {
+		t.Errorf("the exec's own executable, argv read: %d, want taken (%d)", got, execTaken)
+	}
+	for _, args := range [][]string{nil, {""}} {
+		if got := readOf(gone, "true", &ancestor{Exe: tr, Args: args}); got != execGone {
+			t.Errorf("an executable read with argv %q: %d, want gone (%d)", args, got, execGone)
+		}
+	}
+	// And through the events: the fork's copy stays, named by the exec.
+	shell := &ancestor{PID: 1000000, Exe: "/bin/sh", Args: []string{"sh", "-c", "x"}}
+	l := &lineage{procs: map[int]*ancestor{gone: {PID: gone, Parent: shell.PID, Exe: shell.Exe, Args: shell.Args, Comm: "starter", starter: shell}}}
+	ex := make([]byte, 8)
+	binary.NativeEndian.PutUint32(ex[0:], uint32(gone))
+	binary.NativeEndian.PutUint32(ex[4:], uint32(gone))
+	l.event(procEventExec, ex)
+	if a := l.procs[gone]; !a.Unread || a.Exe != shell.Exe || a.Comm != "starter" {
+		t.Errorf("an exec event for a process gone: %+v, want the fork's copy, unread, named starter", a)
+	}
+}

@@ -85,6 +85,27 @@ func (e *Exits) Watch(id ID) (gone bool) {
 	return false
 }
 
+// WatchKilled pins id by a pidfd alone, for a process already killed:
+// no read of its stat to check its start time, a read that, made for
+// each of thousands while they die, took the CPU their deaths needed.
+// A pid reused since the scan (by another process) is then waited on
+// until the round's deadline: a delay, never a signal to it. It
+// reports whether id was gone already.
+func (e *Exits) WatchKilled(id ID) (gone bool) {
+	if !e.canPin() || e.fs.Signals != nil || e.fs.Root != Default.Root {
+		return e.Watch(id)
+	}
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	if err != nil {
+		return e.Watch(id)
+	}
+	e.Adopt(&Handle{ID: id, fd: fd})
+	return false
+}
+
 // Adopt watches the process h pins, through h itself, and owns h from
 // then on: a kill round that signalled through a pidfd waits on that
 // same pidfd rather than opening it again (an open is a pidfd_open and a

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -153,5 +154,39 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 		h.Close()
+	}
+}
+
+// WatchKilled pins a killed process by its pidfd alone (no read of its
+// stat: the reads, one per process of thousands while they die, took
+// the CPU of their deaths) and sees it die; a pid with no process is
+// gone at once.
+func TestExitsWatchesTheKilledByPidfdAlone(t *testing.T) {
+	c, ids := chainOf(t, 4)
+	w := Default.NewExits()
+	defer w.Close()
+	c.Kill()
+	gone := 0
+	for _, id := range ids {
+		if w.WatchKilled(id) {
+			gone++
+		}
+	}
+	if len(w.polled) != 0 || len(w.byFD)+gone != len(ids) {
+		t.Fatalf("%d pinned, %d read from /proc, %d gone already: want all %d pinned or gone", len(w.byFD), len(w.polled), gone, len(ids))
+	}
+	for deadline := time.Now().Add(10 * time.Second); w.Left() > 0 && time.Now().Before(deadline); {
+		gone += w.Wait(100 * time.Millisecond)
+	}
+	if gone != len(ids) || w.Left() != 0 {
+		t.Fatalf("after the kill: %d seen gone, %d left; want %d and 0", gone, w.Left(), len(ids))
+	}
+	// One the test started and reaped itself: its pid has no process.
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !w.WatchKilled(ID{PID: cmd.Process.Pid}) {
+		t.Errorf("a pid with no process is not gone at once")
 	}
 }

@@ -198,7 +198,7 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 		}
 		if in && killReached && !groupKilled[p.ID] {
 			groupKilled[p.ID] = true
-			if waited && w.exits.Watch(p.ID) {
+			if waited && w.exits.WatchKilled(p.ID) {
 				w.gone++
 			}
 			continue
@@ -290,6 +290,11 @@ func waitDeaths(c Config, ds deaths, deadline time.Time, r Round, t0 time.Time, 
 		if n := w.Wait(max(d, time.Millisecond)); n > 0 {
 			gone += n
 			deadline = minTime(time.Now().Add(c.Wait), c.Deadline)
+			if w.Left() > 0 {
+				// Let deaths gather: woken at each one, a real-time
+				// waiter takes a CPU from the dying thousands as often.
+				time.Sleep(coalesce)
+			}
 		}
 		// The deadline is judged after a look at the deaths, never
 		// before: a waiter that got no CPU for longer than the wait
@@ -300,6 +305,10 @@ func waitDeaths(c Config, ds deaths, deadline time.Time, r Round, t0 time.Time, 
 		}
 	}
 }
+
+// coalesce is how long the wait sleeps after it saw deaths, before it
+// looks again.
+const coalesce = 2 * time.Millisecond
 
 // askEvery is how often a round asks Stop while it waits, and the longest
 // it sleeps at a time.
