@@ -28,6 +28,7 @@ type runFlags struct {
 	reap           bool
 	timeline       string
 	stateDir       string
+	nodeTestNames  bool
 }
 
 // runRun is 'freeze run': parse, run the command contained, say what
@@ -46,7 +47,8 @@ func runRun(ctx context.Context, o out, args []string) int {
 		return exitRefused
 	}
 	rep, tl, err := contain.Recorded(ctx, contain.Config{Command: command, MaxProcs: f.maxProcs, Timeout: f.timeout, KillAfter: f.killAfter, WaitDelay: f.delay,
-		Self: self, StateDir: f.stateDir, KeepEscaped: f.allowLeftovers, FailLeftovers: f.leaks == "fail" && !f.allowLeftovers},
+		Self: self, StateDir: f.stateDir, KeepEscaped: f.allowLeftovers, FailLeftovers: f.leaks == "fail" && !f.allowLeftovers,
+		NodeTestNames: f.nodeTestNames},
 		f.timeline, func(s string) { o.Warnf("%s", s) })
 	if err != nil {
 		o.Errorf("run: %v; the command was not run", err)
@@ -171,6 +173,7 @@ func parseRunFlags(o out, args []string) (runFlags, []string, int) {
 	fl.BoolVar(&f.reap, "reap", false, "")
 	fl.StringVarP(&f.timeline, "timeline", "t", "", "")
 	fl.StringVar(&f.stateDir, "state-dir", contain.StateDir(), "")
+	fl.BoolVar(&f.nodeTestNames, "node-test-names", true, "")
 	help := fl.BoolP("help", "h", false, "")
 	if err := fl.Parse(args); err != nil {
 		flagError(o, "run", "run: ", err)
@@ -298,6 +301,14 @@ Options:
         --reap             end the groups of runs whose freeze was killed
         --state-dir DIR    where runs leave their state files for --reap
                            (default /run/freeze for root)
+        --node-test-names  a leftover of node's test runner (node --test)
+                           names its test, as pytest's do: freeze adds
+                           --require=DIR/node-test-names.cjs to CMD's
+                           NODE_OPTIONS, a preload that acts only in the
+                           runner and its test files' processes (on by
+                           default; =false leaves NODE_OPTIONS alone). A
+                           CMD that runs node as another user (sudo -u)
+                           needs a DIR that user can read
     -h, --help             this text
 
 Exit codes:

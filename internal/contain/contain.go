@@ -61,6 +61,9 @@ type Config struct {
 	// Warn says what went wrong and did not stop the run (a record that
 	// could not be kept).
 	Warn func(string)
+	// NodeTestNames has node's test runner say which test is running,
+	// for the leftovers to name (nodeEnv): --node-test-names.
+	NodeTestNames bool
 }
 
 // Report is how a run ended.
@@ -223,7 +226,15 @@ func run(ctx context.Context, c Config) (Report, error) {
 	}
 	defer lin.stop()
 	rep.Lineage = lin != nil
-	cmd, why, how, err := start(c, cp)
+	env := os.Environ()
+	if c.NodeTestNames {
+		if e, err := nodeEnv(env, c.StateDir); err != nil && c.Warn != nil {
+			c.Warn(fmt.Sprintf("run: a node test's leftovers will name its file, not its test: %v (or give --node-test-names=false)", err))
+		} else if err == nil {
+			env = e
+		}
+	}
+	cmd, why, how, err := start(c, cp, env)
 	if err != nil {
 		cp.remove()
 		return rep, err
@@ -311,8 +322,8 @@ func tearDown(c Config, cp *capped, pid int, lin *lineage, rep *Report) {
 // that holds one cannot hang it). why gives, once the helper has exec'd
 // or exited, why the command did not start ("" if it did); how says
 // which way it started, for the record.
-func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, how string, err error) {
-	cmd, err = startDirect(c, cp)
+func start(c Config, cp *capped, env []string) (cmd *exec.Cmd, why <-chan string, how string, err error) {
+	cmd, err = startDirect(c, cp, env)
 	switch {
 	case err == nil:
 		started := make(chan string)
@@ -332,6 +343,7 @@ func start(c Config, cp *capped) (cmd *exec.Cmd, why <-chan string, how string, 
 	}
 	args = append(append(args, "--"), c.Command...)
 	cmd = exec.Command(c.Self, args...)
+	cmd.Env = env // the helper passes its own on to the command
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	rd, wr, err := os.Pipe()
 	if err != nil {

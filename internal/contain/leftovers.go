@@ -73,9 +73,10 @@ func (l *Leftover) name(lin *lineage) {
 	}
 	// A test runner that says which test is running in its environment,
 	// which a helper it started inherits: pytest sets
-	// PYTEST_CURRENT_TEST (and xdist PYTEST_XDIST_WORKER).
+	// PYTEST_CURRENT_TEST (and xdist PYTEST_XDIST_WORKER), node's
+	// runner FREEZE_NODE_TEST where freeze's preload runs in it.
 	if env, err := os.ReadFile(filepath.Join(pidDir(l.PID), "environ")); err == nil {
-		var test, worker string
+		var test, worker, node string
 		for _, kv := range strings.Split(string(env), "\x00") {
 			if v, ok := strings.CutPrefix(kv, "PYTEST_CURRENT_TEST="); ok {
 				test = v
@@ -83,6 +84,18 @@ func (l *Leftover) name(lin *lineage) {
 			if v, ok := strings.CutPrefix(kv, "PYTEST_XDIST_WORKER="); ok {
 				worker = v
 			}
+			if v, ok := strings.CutPrefix(kv, nodeTestVar+"="); ok {
+				node = v
+			}
+		}
+		// node's test runner, through freeze's preload (nodeEnv).
+		if name, class, file, ok := nodeTest(node); ok && test == "" {
+			l.Test, l.Class, l.File = name, class, file
+			what := fmt.Sprintf("the node test %q in %s", name, file)
+			if l.StartedBy != "" {
+				what += ", through " + l.StartedBy
+			}
+			l.StartedBy = what
 		}
 		if test != "" {
 			l.Test, l.Class, l.File = pytestID(test)

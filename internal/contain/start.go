@@ -32,7 +32,7 @@ type hop struct{ to, back string }
 // a per-process limit that only the helper sets on itself. Any error
 // leaves nothing started: the caller then starts through the helper,
 // which says why CMD cannot start, as a shell would.
-func startDirect(c Config, cp *capped) (*exec.Cmd, error) {
+func startDirect(c Config, cp *capped, env []string) (*exec.Cmd, error) {
 	if cp.kind == CapRlimit || os.Getenv("FREEZE_RUN_START") == "helper" { // helper: to measure what it costs
 		return nil, errors.New("through the helper")
 	}
@@ -43,7 +43,7 @@ func startDirect(c Config, cp *capped) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := &exec.Cmd{Path: path, Args: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+	cmd := &exec.Cmd{Path: path, Args: c.Command, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	fd := cp.cgroupFD
 	if fd < 0 && cp.v2 != "" {

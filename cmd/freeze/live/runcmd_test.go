@@ -1102,12 +1102,18 @@ func TestRunNamesTheNodeTestThatLeftAProcess(t *testing.T) {
 	if err := os.WriteFile(js, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "node.jsonl"), "--", node, "--test", js}, 90*time.Second)
+	junit := filepath.Join(dir, "node.xml")
+	c, code := runUnder(t, []string{bin, "run", "-t", filepath.Join(dir, "node.jsonl"), "--state-dir", filepath.Join(dir, "state"), "--junit", junit, "--", node, "--test", js}, 90*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
 	}
-	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ [^;]*` + regexp.QuoteMeta(js)).MatchString(c.Stderr()) {
-		t.Errorf("the leftover does not name the test file that started it:\n%s", c.Stderr())
+	// Its test, by name (#52: it named the test file alone), then the
+	// file's worker that started it.
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by the node test "leaves a helper" in ` + regexp.QuoteMeta(js) + `, through pid \d+ [^;]*` + regexp.QuoteMeta(js)).MatchString(c.Stderr()) {
+		t.Errorf("the leftover does not name the node test that started it:\n%s", c.Stderr())
+	}
+	if b, err := os.ReadFile(junit); err != nil || !strings.Contains(string(b), `classname="`+js+`"`) || !strings.Contains(string(b), `name="leaves a helper: left behind`) {
+		t.Errorf("the JUnit case is not the node test's (%v):\n%s", err, b)
 	}
 }
 

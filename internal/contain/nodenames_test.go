@@ -1,0 +1,149 @@
+package contain
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The preload goes into NODE_OPTIONS after what the user set, and only
+// from a directory no one else can write.
+func TestNodeEnvAddsThePreloadAndKeepsTheUsersOptions(t *testing.T) {
+	dir := t.TempDir()
+	want := "--require=" + filepath.Join(dir, nodePreloadName)
+	env, err := nodeEnv([]string{"A=1", "NODE_OPTIONS=--max-old-space-size=64", "B=2"}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(env, " "); got != "A=1 NODE_OPTIONS=--max-old-space-size=64 "+want+" B=2" {
+		t.Errorf("env %q: the user's NODE_OPTIONS not kept, or the preload not added after it", got)
+	}
+	env, err = nodeEnv([]string{"A=1"}, dir)
+	if err != nil || env[len(env)-1] != "NODE_OPTIONS="+want {
+		t.Errorf("env %q (%v): no NODE_OPTIONS=%s", env, err, want)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, nodePreloadName))
+	if err != nil || string(b) != nodePreload {
+		t.Fatalf("the preload file: %q, %v", b, err)
+	}
+
+	// A preload someone changed is written again, not run.
+	p := filepath.Join(dir, nodePreloadName)
+	if err := os.WriteFile(p, []byte("require('child_process').execSync('id > /tmp/pwned')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeEnv(nil, dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != nodePreload {
+		t.Errorf("a changed preload was left in place:\n%s", b)
+	}
+
+	// A directory others can write: the preload is not put there, and
+	// the environment is left as it was.
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if env, err := nodeEnv([]string{"A=1"}, open); err == nil || len(env) != 1 {
+		t.Errorf("a directory others can write: env %q, err %v; want it refused and env unchanged", env, err)
+	}
+	if _, err := os.Stat(filepath.Join(open, nodePreloadName)); err == nil {
+		t.Errorf("the preload was written into a directory others can write")
+	}
+	// A path NODE_OPTIONS would split.
+	spaced := filepath.Join(t.TempDir(), "a b")
+	if err := os.Mkdir(spaced, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeEnv(nil, spaced); err == nil {
+		t.Errorf("a state directory with a space was passed in NODE_OPTIONS")
+	}
+}
+
+func TestNodeTestSplitsFileAndName(t *testing.T) {
+	wd, _ := os.Getwd()
+	for _, c := range []struct{ in, test, file string }{
+		{filepath.Join(wd, "t", "a.test.js") + "\tgroup > inner", "group > inner", "t/a.test.js"},
+		{"/elsewhere/b.test.mjs\tone", "one", "/elsewhere/b.test.mjs"},
+	} {
+		test, class, file, ok := nodeTest(c.in)
+		if !ok || test != c.test || file != c.file || class != c.file {
+			t.Errorf("nodeTest(%q) = %q, %q, %q, %v; want %q in %q", c.in, test, class, file, ok, c.test, c.file)
+		}
+	}
+	for _, in := range []string{"", "no tab", "/x.js\t"} {
+		if _, _, _, ok := nodeTest(in); ok {
+			t.Errorf("nodeTest(%q) named a test", in)
+		}
+	}
+}
+
+// The preload in a real node: each test's children inherit its name,
+// and a node script a test starts is left alone (node:test never loaded
+// in it, so it prints no test report of its own).
+func TestNodePreloadNamesEachTestInARealNode(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node on PATH (.ci/run installs Debian's nodejs)")
+	}
+	dir := t.TempDir()
+	js := filepath.Join(dir, "names.test.js")
+	src := `const { test, describe, it } = require('node:test');
+const { execFileSync } = require('node:child_process');
+const seen = (tag) => console.log('SEEN ' + tag + ' [' + (process.env.FREEZE_NODE_TEST || 'none').split('\t').join(' | ') + ']');
+test('first one', () => seen('a'));
+describe('group', () => { it('inner', () => seen('b')); });
+test('outer', async (t) => { await t.test('sub', () => seen('c')); });
+test('a script', () => { process.stdout.write(execFileSync(process.execPath, ['-e', 'console.log("SCRIPT test runner loaded: " + process.moduleLoadList.some((m) => m.includes("test_runner")))'])); });
+`
+	if err := os.WriteFile(js, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env, err := nodeEnv(os.Environ(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", js)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"SEEN a [" + js + " | first one]",
+		"SEEN b [" + js + " | group > inner]",
+		"SEEN c [" + js + " | outer > sub]",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("node's output has no %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(string(out), "SCRIPT test runner loaded: false") {
+		t.Errorf("a script a test started: node:test loaded in it, or it did not run:\n%s", out)
+	}
+	// Without the preload the same tests name nothing.
+	plain := exec.CommandContext(ctx, node, "--test", js)
+	plain.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	plain.Cancel = func() error { return syscall.Kill(-plain.Process.Pid, syscall.SIGKILL) }
+	if out, err := plain.CombinedOutput(); err != nil || !strings.Contains(string(out), "SEEN a [none]") {
+		t.Errorf("node --test without the preload: %v\n%s", err, out)
+	}
+}
