@@ -303,10 +303,11 @@ Options:
                            (default /run/freeze for root)
         --node-test-names  a leftover of node's test runner (node --test)
                            names its test, as pytest's do: freeze adds
-                           --require=DIR/node-test-names.cjs to CMD's
+                           --require=DIR/node-test-names-RUN.cjs to CMD's
                            NODE_OPTIONS, a preload that acts only in the
-                           runner and its test files' processes (on by
-                           default; =false leaves NODE_OPTIONS alone). A
+                           runner and its test files' processes, removed
+                           at the run's end (on by default; =false leaves
+                           NODE_OPTIONS alone). A
                            CMD that runs node as another user (sudo -u)
                            needs a DIR that user can read
     -h, --help             this text

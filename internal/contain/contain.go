@@ -228,11 +228,12 @@ func run(ctx context.Context, c Config) (Report, error) {
 	rep.Lineage = lin != nil
 	env := os.Environ()
 	if c.NodeTestNames {
-		if e, err := nodeEnv(env, c.StateDir); err != nil && c.Warn != nil {
+		e, done, err := nodeEnv(env, c.StateDir, name)
+		if err != nil && c.Warn != nil {
 			c.Warn(fmt.Sprintf("run: a node test's leftovers will name its file, not its test: %v (or give --node-test-names=false)", err))
-		} else if err == nil {
-			env = e
 		}
+		defer done()
+		env = e
 	}
 	cmd, why, how, err := start(c, cp, env)
 	if err != nil {

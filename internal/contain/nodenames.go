@@ -1,13 +1,10 @@
 package contain
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"freeze/internal/safedir"
 )
@@ -17,9 +14,6 @@ import (
 // TAB FULL NAME". A process the test starts inherits it, so its leftover
 // can name its test (#52: a node leftover named only its test file).
 const nodeTestVar = "FREEZE_NODE_TEST"
-
-// nodePreloadName is the preload's file in the state directory.
-const nodePreloadName = "node-test-names.cjs"
 
 // nodePreload is loaded by every node process of the command
 // (NODE_OPTIONS --require). It acts in two places alone, and does
@@ -45,34 +39,44 @@ try {
 `
 
 // nodeEnv is the command's environment with the preload added to
-// NODE_OPTIONS, the preload written to dir (the run's state directory)
-// if it is not there already; or env as it was, and why not. The
-// preload is only put where no other user can change it: a directory of
-// freeze's user that no one else can write (safedir.Check), so no one
+// NODE_OPTIONS, and the preload written for this run alone to dir (the
+// state directory) as node-test-names-NAME.cjs, which done removes at
+// the run's end; or env as it was, and why not. The preload is only put
+// where no other user can change it: a new file (O_EXCL) in a directory
+// of freeze's user that no one else can write (safedir.Check), so no one
 // else's code runs in the command's node.
-func nodeEnv(env []string, dir string) ([]string, error) {
+func nodeEnv(env []string, dir, name string) (out []string, done func(), err error) {
+	done = func() {}
 	if dir == "" {
-		return env, fmt.Errorf("no state directory")
+		return env, done, fmt.Errorf("no state directory")
 	}
-	if strings.ContainsAny(dir, "\"\\ \t\n") {
+	path := nodePreloadPath(dir, name)
+	if strings.ContainsAny(path, "\"\\ \t\n") {
 		// NODE_OPTIONS splits at spaces and reads quotes and
 		// backslashes: a path with one is not passed.
-		return env, fmt.Errorf("the state directory %q has a space, quote or backslash, which NODE_OPTIONS would split", dir)
+		return env, done, fmt.Errorf("the state directory %q has a space, quote or backslash, which NODE_OPTIONS would split", dir)
 	}
 	// Checked, not made: the run's state file made it (0755 for
 	// /run/freeze), and one made 0700 here would keep the preload from
 	// a command that changes its user.
 	if err := safedir.Check(dir); err != nil {
-		return env, err
+		return env, done, err
 	}
-	path := filepath.Join(dir, nodePreloadName)
-	if !preloadIsThere(path) {
-		if err := safedir.WriteFile(path, []byte(nodePreload), 0o644); err != nil {
-			return env, err
-		}
+	f, err := safedir.CreateNew(path, 0o644)
+	if err != nil {
+		return env, done, err
+	}
+	_, err = f.WriteString(nodePreload)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	done = func() { os.Remove(path) }
+	if err != nil {
+		done()
+		return env, func() {}, err
 	}
 	opt := "--require=" + path
-	out := make([]string, 0, len(env)+1)
+	out = make([]string, 0, len(env)+1)
 	set := false
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "NODE_OPTIONS="); ok && !set {
@@ -86,26 +90,13 @@ func nodeEnv(env []string, dir string) ([]string, error) {
 	if !set {
 		out = append(out, "NODE_OPTIONS="+opt)
 	}
-	return out, nil
+	return out, done, nil
 }
 
-// preloadIsThere reports whether path is the preload as this freeze
-// writes it: a regular file of freeze's user, one link, mode 0644, with
-// these bytes. A run then writes nothing (most runs start no node).
-func preloadIsThere(path string) bool {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Nlink != 1 || st.Mode&0o7777 != 0o644 || st.Size != int64(len(nodePreload)) {
-		return false
-	}
-	b := make([]byte, len(nodePreload)+1)
-	n, _ := f.Read(b)
-	return bytes.Equal(b[:n], []byte(nodePreload))
+// nodePreloadPath is where run name's preload is, in state directory
+// dir: a run killed before its end leaves it, and --reap removes it.
+func nodePreloadPath(dir, name string) string {
+	return filepath.Join(dir, "node-test-names-"+name+".cjs")
 }
 
 // nodeTest reads the node test a process inherited from nodeTestVar

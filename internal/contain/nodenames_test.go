@@ -11,41 +11,42 @@ import (
 	"time"
 )
 
-// The preload goes into NODE_OPTIONS after what the user set, and only
-// from a directory no one else can write.
+// The preload goes into NODE_OPTIONS after what the user set, only from
+// a directory no one else can write, in a file of the run's own that
+// its end removes.
 func TestNodeEnvAddsThePreloadAndKeepsTheUsersOptions(t *testing.T) {
 	dir := t.TempDir()
-	want := "--require=" + filepath.Join(dir, nodePreloadName)
-	env, err := nodeEnv([]string{"A=1", "NODE_OPTIONS=--max-old-space-size=64", "B=2"}, dir)
+	p := filepath.Join(dir, "node-test-names-run1.cjs")
+	env, done, err := nodeEnv([]string{"A=1", "NODE_OPTIONS=--max-old-space-size=64", "B=2"}, dir, "run1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(env, " "); got != "A=1 NODE_OPTIONS=--max-old-space-size=64 "+want+" B=2" {
+	if got := strings.Join(env, " "); got != "A=1 NODE_OPTIONS=--max-old-space-size=64 --require="+p+" B=2" {
 		t.Errorf("env %q: the user's NODE_OPTIONS not kept, or the preload not added after it", got)
 	}
-	env, err = nodeEnv([]string{"A=1"}, dir)
-	if err != nil || env[len(env)-1] != "NODE_OPTIONS="+want {
-		t.Errorf("env %q (%v): no NODE_OPTIONS=%s", env, err, want)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, nodePreloadName))
-	if err != nil || string(b) != nodePreload {
+	if b, err := os.ReadFile(p); err != nil || string(b) != nodePreload {
 		t.Fatalf("the preload file: %q, %v", b, err)
 	}
-
-	// A preload someone changed is written again, not run.
-	p := filepath.Join(dir, nodePreloadName)
-	if err := os.WriteFile(p, []byte("require('child_process').execSync('id > /tmp/pwned')\n"), 0o644); err != nil {
-		t.Fatal(err)
+	done()
+	if _, err := os.Lstat(p); err == nil {
+		t.Errorf("the run's end left its preload %s", p)
 	}
-	if _, err := nodeEnv(nil, dir); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != nodePreload {
-		t.Errorf("a changed preload was left in place:\n%s", b)
+	env, done, err = nodeEnv([]string{"A=1"}, dir, "run2")
+	defer done()
+	if err != nil || env[len(env)-1] != "NODE_OPTIONS=--require="+filepath.Join(dir, "node-test-names-run2.cjs") {
+		t.Errorf("env %q (%v): no NODE_OPTIONS with the preload", env, err)
 	}
 
-	// A directory others can write: the preload is not put there, and
-	// the environment is left as it was.
+	// A file someone planted at the name: never opened or run.
+	planted := filepath.Join(dir, "node-test-names-run3.cjs")
+	if err := os.Symlink("/etc/passwd", planted); err != nil {
+		t.Fatal(err)
+	}
+	if env, _, err := nodeEnv([]string{"A=1"}, dir, "run3"); err == nil || len(env) != 1 {
+		t.Errorf("a link at the preload's name: env %q, err %v; want it refused and env unchanged", env, err)
+	}
+
+	// A directory others can write: the preload is not put there.
 	open := filepath.Join(t.TempDir(), "open")
 	if err := os.Mkdir(open, 0o777); err != nil {
 		t.Fatal(err)
@@ -53,18 +54,18 @@ func TestNodeEnvAddsThePreloadAndKeepsTheUsersOptions(t *testing.T) {
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if env, err := nodeEnv([]string{"A=1"}, open); err == nil || len(env) != 1 {
+	if env, _, err := nodeEnv([]string{"A=1"}, open, "run4"); err == nil || len(env) != 1 {
 		t.Errorf("a directory others can write: env %q, err %v; want it refused and env unchanged", env, err)
 	}
-	if _, err := os.Stat(filepath.Join(open, nodePreloadName)); err == nil {
-		t.Errorf("the preload was written into a directory others can write")
+	if ents, _ := os.ReadDir(open); len(ents) != 0 {
+		t.Errorf("the preload was written into a directory others can write: %v", ents)
 	}
 	// A path NODE_OPTIONS would split.
 	spaced := filepath.Join(t.TempDir(), "a b")
 	if err := os.Mkdir(spaced, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodeEnv(nil, spaced); err == nil {
+	if _, _, err := nodeEnv(nil, spaced, "run5"); err == nil {
 		t.Errorf("a state directory with a space was passed in NODE_OPTIONS")
 	}
 }
@@ -108,10 +109,11 @@ test('a script', () => { process.stdout.write(execFileSync(process.execPath, ['-
 	if err := os.WriteFile(js, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env, err := nodeEnv(os.Environ(), dir)
+	env, done, err := nodeEnv(os.Environ(), dir, "real")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", js)

@@ -480,6 +480,9 @@ func TestRunReapEndsWhatAKilledRunLeft(t *testing.T) {
 	sleep := copyTool(t, dir, "sleep")
 	state := filepath.Join(dir, "state")
 	killedRun(t, bin, sleep, state)
+	if m, _ := filepath.Glob(filepath.Join(state, "node-test-names-*")); len(m) != 1 {
+		t.Fatalf("the killed run's node preload: %v, want one", m)
+	}
 	r := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 60 * time.Second,
 		Command: []string{bin, "run", "--reap", "--state-dir", state}})
 	ws, ok := r.Exit(30 * time.Second)
@@ -491,6 +494,9 @@ func TestRunReapEndsWhatAKilledRunLeft(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(state, "runs", "*.json")); len(files) > 0 {
 		t.Errorf("state files left after --reap: %v", files)
+	}
+	if m, _ := filepath.Glob(filepath.Join(state, "node-test-names-*")); len(m) > 0 {
+		t.Errorf("the killed run's node preload left after --reap: %v", m)
 	}
 }
 
@@ -1114,6 +1120,9 @@ func TestRunNamesTheNodeTestThatLeftAProcess(t *testing.T) {
 	}
 	if b, err := os.ReadFile(junit); err != nil || !strings.Contains(string(b), `classname="`+js+`"`) || !strings.Contains(string(b), `name="leaves a helper: left behind`) {
 		t.Errorf("the JUnit case is not the node test's (%v):\n%s", err, b)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "state", "node-test-names*")); len(m) > 0 {
+		t.Errorf("the run left its node preload: %v", m)
 	}
 }
 
