@@ -109,7 +109,15 @@ test('a script', () => { process.stdout.write(execFileSync(process.execPath, ['-
 	if err := os.WriteFile(js, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env, done, err := nodeEnv(os.Environ(), dir, "real")
+	// This test's own node: no NODE_OPTIONS of the environment it runs
+	// in (CI runs the suite under freeze run, whose preload is there).
+	var clean []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NODE_OPTIONS=") && !strings.HasPrefix(kv, "FREEZE_NODE_") && !strings.HasPrefix(kv, "NODE_TEST_CONTEXT=") {
+			clean = append(clean, kv)
+		}
+	}
+	env, done, err := nodeEnv(clean, dir, "real")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +151,7 @@ test('a script', () => { process.stdout.write(execFileSync(process.execPath, ['-
 	}
 	// Without the preload the same tests name nothing.
 	plain := exec.CommandContext(ctx, node, "--test", js)
+	plain.Env = clean
 	plain.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	plain.Cancel = func() error { return syscall.Kill(-plain.Process.Pid, syscall.SIGKILL) }
 	if out, err := plain.CombinedOutput(); err != nil || !strings.Contains(string(out), "SEEN a [none]") {
