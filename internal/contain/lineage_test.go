@@ -53,8 +53,14 @@ func TestAnExecReadAfterTheNextIsNotTakenForIt(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); cmd.Wait() })
+	// Its exec done, as the kernel's exec event says it: the executable
+	// is the copy and its argv is there. The executable changes first
+	// (a read between the two, under load, found the copy with no argv:
+	// a process exiting, to readOf).
 	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); exe == sleeper {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if exe == sleeper && string(argv) == sleeper+"\x0030\x00" {
 			break
 		}
 		if time.Now().After(end) {
