@@ -33,6 +33,33 @@ type lineage struct {
 	procs   map[int]*ancestor
 	done    chan struct{}
 	at      int64 // the current event's timestamp (CLOCK_MONOTONIC ns)
+	// early are the last comm and exec events of processes not (yet) in
+	// procs: a child can exec, and its name and exec events come,
+	// before its parent's fork event (the kernel sends that after it
+	// wakes the child, which may run on another CPU first). The fork
+	// replays the child's own (rehearsal 45, the 6.1 boot: the exec's
+	// name came first and was dropped, so the exec was read with no
+	// name to check, and the child's later program taken for it).
+	early     [earlyEvents]earlyEvent
+	earlyNext int
+}
+
+// earlyEvents is how many early events are kept: those of the whole
+// machine's processes, so the last few hundred, a few milliseconds on
+// a busy machine.
+const earlyEvents = 256
+
+// earlyWindow is how far an early event may precede the fork that
+// replays it: a parent's delay between waking its child and the fork
+// event, and never long enough for the pid to be reused.
+const earlyWindow = 2 * time.Second
+
+type earlyEvent struct {
+	what uint32
+	tgid int
+	at   int64
+	body [24]byte
+	n    int
 }
 
 // ancestor is one process of the run as the lineage saw it.
@@ -168,21 +195,33 @@ func (l *lineage) event(what uint32, body []byte) {
 			return // a thread, not a process
 		}
 		l.mu.Lock()
+		var replay []earlyEvent
 		if p, ok := l.procs[ptgid]; ok {
 			// starter is the parent as it was at the fork: an entry is
 			// never changed once made (an exec, a name or an unread
 			// exec makes a new one), so a shell that starts a helper
 			// and then execs rm still reads as the shell.
 			l.procs[ctgid] = &ancestor{PID: ctgid, Parent: ptgid, Exe: p.Exe, Args: p.Args, Dir: p.Dir, starter: p}
+			replay = l.takeEarly(ctgid)
 		}
 		l.mu.Unlock()
+		at := l.at
+		for _, e := range replay {
+			l.at = e.at
+			l.event(e.what, e.body[:e.n])
+		}
+		l.at = at
 	case procEventExec:
 		if len(body) < 8 {
 			return
 		}
 		tgid := int(binary.NativeEndian.Uint32(body[4:]))
 		l.mu.Lock()
-		if p, ok := l.procs[tgid]; ok {
+		p, ok := l.procs[tgid]
+		if !ok {
+			l.keepEarly(what, tgid, body)
+		}
+		if ok {
 			d := describe(tgid, p.Parent)
 			switch readOf(tgid, p.Comm, d) {
 			case execAgain:
@@ -228,9 +267,34 @@ func (l *lineage) event(what uint32, body []byte) {
 			c := *p
 			c.Comm = strings.TrimRight(string(body[8:24]), "\x00")
 			l.procs[tgid] = &c
+		} else {
+			l.keepEarly(what, tgid, body)
 		}
 		l.mu.Unlock()
 	}
+}
+
+// keepEarly keeps an event of a process not in procs, in case a fork
+// of the run's names it next. l.mu is held.
+func (l *lineage) keepEarly(what uint32, tgid int, body []byte) {
+	e := &l.early[l.earlyNext%earlyEvents]
+	l.earlyNext++
+	e.what, e.tgid, e.at = what, tgid, l.at
+	e.n = copy(e.body[:], body)
+}
+
+// takeEarly takes the kept events of tgid, oldest first, that came
+// within earlyWindow before the current event (its fork). l.mu is held.
+func (l *lineage) takeEarly(tgid int) []earlyEvent {
+	var out []earlyEvent
+	for i := max(0, l.earlyNext-earlyEvents); i < l.earlyNext; i++ {
+		e := &l.early[i%earlyEvents]
+		if e.tgid == tgid && e.n > 0 && l.at-e.at < int64(earlyWindow) {
+			out = append(out, *e)
+			e.n = 0
+		}
+	}
+	return out
 }
 
 // execRead is what a read of a process after its exec event was.
