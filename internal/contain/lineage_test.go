@@ -41,32 +41,7 @@ func TestStartedByNamesWhatItCould(t *testing.T) {
 // which program the exec was. A real process here, running a copy named
 // "sleeper", plays the later program; the events are the kernel's.
 func TestAnExecReadAfterTheNextIsNotTakenForIt(t *testing.T) {
-	dir := t.TempDir()
-	sleeper := filepath.Join(dir, "sleeper")
-	if err := exefile.Copy("/bin/sleep", sleeper); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sleeper, "30")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); cmd.Wait() })
-	// Its exec done, as the kernel's exec event says it: the executable
-	// is the copy and its argv is there. The executable changes first
-	// (a read between the two, under load, found the copy with no argv:
-	// a process exiting, to readOf).
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if exe == sleeper && string(argv) == sleeper+"\x0030\x00" {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("the process never ran the copy")
-		}
-	}
+	sleeper, pid := runSleeper(t)
 	shell := &ancestor{PID: 1000000, Exe: "/bin/sh", Args: []string{"sh", "-c", "x"}}
 	events := func(named string) *ancestor {
 		l := &lineage{procs: map[int]*ancestor{pid: {PID: pid, Parent: shell.PID, Exe: shell.Exe, Args: shell.Args, starter: shell}}}
@@ -144,28 +119,7 @@ func TestAnExecReadAsItsProcessWentIsNotTakenForIt(t *testing.T) {
 // by … true marker-arg"). A real process running a copy named "sleeper"
 // plays the later program.
 func TestAChildsEventsBeforeItsForkAreNotLost(t *testing.T) {
-	dir := t.TempDir()
-	sleeper := filepath.Join(dir, "sleeper")
-	if err := exefile.Copy("/bin/sleep", sleeper); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sleeper, "30")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); cmd.Wait() })
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if exe == sleeper && string(argv) == sleeper+"\x0030\x00" {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("the process never ran the copy")
-		}
-	}
+	sleeper, pid := runSleeper(t)
 	const shellPID = 1000000
 	shell := &ancestor{PID: shellPID, Exe: "/bin/sh", Args: []string{"sh", "-c", "x"}}
 	comm := make([]byte, 24)
@@ -217,5 +171,35 @@ func TestAChildsEventsBeforeItsForkAreNotLost(t *testing.T) {
 	l.event(procEventFork, fork(shellPID, pid))
 	if a := l.procs[pid]; a.Comm != "" || a.Unread {
 		t.Errorf("an event older than the window was replayed: %+v", a)
+	}
+}
+
+// runSleeper runs a copy of sleep named "sleeper" in a process group of
+// its own, killed at cleanup, and returns once its exec is done as the
+// kernel's exec event says it: the executable is the copy and its argv
+// is there. The executable changes first (a read between the two, under
+// load, found the copy with no argv: a process exiting, to readOf).
+func runSleeper(t *testing.T) (path string, pid int) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "sleeper")
+	if err := exefile.Copy("/bin/sleep", path); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(path, "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid = cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); cmd.Wait() })
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		argv, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if exe == path && string(argv) == path+"\x0030\x00" {
+			return path, pid
+		}
+		if time.Now().After(end) {
+			t.Fatal("the process never ran the copy")
+		}
 	}
 }
