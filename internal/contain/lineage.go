@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,14 +35,32 @@ type lineage struct {
 	done    chan struct{}
 	at      int64 // the current event's timestamp (CLOCK_MONOTONIC ns)
 	// early are the last comm and exec events of processes not (yet) in
-	// procs: a child can exec, and its name and exec events come,
+	// procs: a child can exec (or rename itself), and its events come,
 	// before its parent's fork event (the kernel sends that after it
 	// wakes the child, which may run on another CPU first). The fork
-	// replays the child's own (rehearsal 45, the 6.1 boot: the exec's
-	// name came first and was dropped, so the exec was read with no
-	// name to check, and the child's later program taken for it).
+	// replays the child's own: an exec dropped there left the child
+	// named by its parent's argv.
 	early     [earlyEvents]earlyEvent
 	earlyNext int
+	// queue holds the events read from the socket and not yet taken:
+	// an exec's read of /proc is checked against the exec events that
+	// came after it (laterExec). live says there is a socket to drain
+	// (not a test's lineage).
+	queue []queued
+	buf   []byte
+	live  bool
+}
+
+// maxQueued bounds the queue an exec's check may drain the socket into
+// (the machine's events, 40-odd bytes each): past it, the check goes by
+// what is queued, and the socket's own buffer holds the rest.
+const maxQueued = 1 << 16
+
+// queued is one event as read, its body copied.
+type queued struct {
+	what uint32
+	at   int64
+	body []byte
 }
 
 // earlyEvents is how many early events are kept: those of the whole
@@ -137,7 +156,7 @@ func startLineage(root int) *lineage {
 		unix.Close(fd)
 		return nil
 	}
-	l := &lineage{fd: fd, wake: wake, procs: map[int]*ancestor{}, done: make(chan struct{})}
+	l := &lineage{fd: fd, wake: wake, procs: map[int]*ancestor{}, done: make(chan struct{}), buf: make([]byte, 64<<10), live: true}
 	l.procs[root] = describe(root, os.Getpid())
 	go l.read()
 	return l
@@ -146,7 +165,6 @@ func startLineage(root int) *lineage {
 // read takes events until stop closes the socket.
 func (l *lineage) read() {
 	defer close(l.done)
-	buf := make([]byte, 64<<10)
 	for {
 		fds := []unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}, {Fd: int32(l.wake[0]), Events: unix.POLLIN}}
 		if _, err := unix.Poll(fds, -1); err != nil && err != unix.EINTR {
@@ -158,14 +176,32 @@ func (l *lineage) read() {
 		if fds[0].Revents == 0 {
 			continue
 		}
-		n, _, err := unix.Recvfrom(l.fd, buf, unix.MSG_DONTWAIT)
-		if err == unix.EINTR || err == unix.ENOBUFS || err == unix.EAGAIN {
-			continue
-		}
-		if err != nil || n == 0 {
+		if !l.drain() {
 			return
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		for len(l.queue) > 0 {
+			e := l.queue[0]
+			l.queue = l.queue[1:]
+			l.at = e.at
+			l.event(e.what, e.body)
+		}
+	}
+}
+
+// drain reads every event the socket holds now, without waiting, into
+// the queue; false when the socket is closed or failed.
+func (l *lineage) drain() bool {
+	for {
+		n, _, err := unix.Recvfrom(l.fd, l.buf, unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EINTR || err == unix.ENOBUFS:
+			continue
+		case err == unix.EAGAIN:
+			return true
+		case err != nil || n == 0:
+			return false
+		}
+		msgs, err := syscall.ParseNetlinkMessage(l.buf[:n])
 		if err != nil {
 			continue
 		}
@@ -174,10 +210,46 @@ func (l *lineage) read() {
 				continue
 			}
 			ev := m.Data[cnMsgSize:]
-			l.at = int64(binary.NativeEndian.Uint64(ev[8:]))
-			l.event(binary.NativeEndian.Uint32(ev[0:]), ev[procEventHeaderLen:])
+			l.queue = append(l.queue, queued{
+				what: binary.NativeEndian.Uint32(ev[0:]),
+				at:   int64(binary.NativeEndian.Uint64(ev[8:])),
+				body: append([]byte(nil), ev[procEventHeaderLen:]...),
+			})
 		}
 	}
+}
+
+// queuedExec reports whether an exec event of tgid is among the events
+// read and not yet taken: one that came after the exec being taken. The
+// kernel's exec event carries the pid alone (no name: an exec sends no
+// comm event, only a rename does), and is sent once the new program's
+// argv is in place; so with a later exec queued, a read of /proc shows
+// the later program (rehearsals 33, 38, 45 and 46: a starter that exec'd
+// true at once after starting its helper was named by true's argv).
+func (l *lineage) queuedExec(tgid int) bool {
+	for _, e := range l.queue {
+		if e.what == procEventExec && len(e.body) >= 8 && int(binary.NativeEndian.Uint32(e.body[4:])) == tgid {
+			return true
+		}
+	}
+	return false
+}
+
+// laterExec judges a read d of tgid's exec: false when it is this
+// exec's. A later exec queued before the read makes it the later
+// program's. One that came only during the read (drained from the
+// socket after it) makes it ambiguous, unless /proc read again, now
+// surely the later program, differs from it: then the first read was
+// of this exec's program.
+func (l *lineage) laterExec(tgid int, queuedBefore bool, d *ancestor) bool {
+	if queuedBefore {
+		return true
+	}
+	if !l.live || len(l.queue) >= maxQueued || !l.drain() || !l.queuedExec(tgid) {
+		return false
+	}
+	again := describe(tgid, d.Parent)
+	return again.Exe == d.Exe && slices.Equal(again.Args, d.Args)
 }
 
 // event takes one process event: a fork copies the parent's entry to
@@ -222,8 +294,17 @@ func (l *lineage) event(what uint32, body []byte) {
 			l.keepEarly(what, tgid, body)
 		}
 		if ok {
+			// Read, then checked against the execs that came since
+			// (laterExec). An exec whose event is not yet sent when the
+			// check ends set its argv microseconds before: the window
+			// left.
+			before := l.queuedExec(tgid)
 			d := describe(tgid, p.Parent)
-			switch readOf(tgid, p.Comm, d) {
+			read := readOf(tgid, p.Comm, d)
+			if l.laterExec(tgid, before, d) {
+				read = execAgain
+			}
+			switch read {
 			case execAgain:
 				// The reader lagged behind two execs of one process (a
 				// shell that starts a helper and execs another program
@@ -252,9 +333,11 @@ func (l *lineage) event(what uint32, body []byte) {
 		}
 		l.mu.Unlock()
 	case procEventComm:
-		// Sent at an exec (before its exec event) and at a rename: the
-		// name travels in the event, so it is kept even when the
-		// process is gone before it is read.
+		// Sent at a rename (prctl PR_SET_NAME, a write to
+		// /proc/PID/comm), not at an exec (checked on 6.18: an exec
+		// sends its exec event alone): the name travels in the event,
+		// so it is kept even when the process is gone before it is
+		// read.
 		if len(body) < 24 {
 			return
 		}
@@ -306,8 +389,9 @@ const (
 	execGone                  // nothing sure: it exited, or was exiting
 )
 
-// readOf judges what describe read (d) for an exec that the exec's comm
-// event named named:
+// readOf judges what describe read (d) for an exec of a process whose
+// last rename (a comm event: an exec sends none) named it named, "" if
+// none:
 //   - gone: no executable, or no argv (read after the process's memory
 //     went: it was exiting), or an executable whose name is not the
 //     exec's while the process's name can no longer be read to tell
@@ -316,7 +400,9 @@ const (
 //     its argv and name gone: taken as read, the shell's helper was
 //     said to be started by true;
 //   - again: /proc shows a process whose name is the basename of
-//     another executable, as a later exec gives it (rehearsal 33);
+//     another executable, as a later exec gives it, where a rename named
+//     it otherwise. (A lagging read with no rename to check it by is
+//     caught by the exec events queued after it: laterExec.)
 //   - read, otherwise. A process that renamed itself (prctl) keeps its
 //     executable's name nowhere: it is taken as read. The name is read
 //     only when the executable's own name is not the exec's (a script,

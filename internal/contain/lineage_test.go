@@ -15,7 +15,7 @@ import (
 )
 
 // A process gone before freeze read what its exec ran is named by the
-// name its exec gave it (the comm event carries it), and its fork's
+// name a rename gave it (a comm event carries it), and its fork's
 // argv is said to be its parent's; a Go test binary read in time is
 // named by its package.
 func TestStartedByNamesWhatItCould(t *testing.T) {
@@ -37,9 +37,11 @@ func TestStartedByNamesWhatItCould(t *testing.T) {
 // it. A reader that lags behind two execs of one process (a shell that
 // starts a helper and at once execs another program, rehearsal 33's
 // 6.1 boot under stress) reads the later program; it must not name it
-// as the first. The exec's comm event, which carries the name, says
-// which program the exec was. A real process here, running a copy named
-// "sleeper", plays the later program; the events are the kernel's.
+// as the first. Where a rename's comm event named the process, that
+// name says which program the exec was (an exec itself sends no comm
+// event: TestALaterExecQueuedMakesTheReadNotThisExecs covers the common
+// case). A real process here, running a copy named "sleeper", plays the
+// later program; the events have the kernel's format.
 func TestAnExecReadAfterTheNextIsNotTakenForIt(t *testing.T) {
 	sleeper, pid := runSleeper(t)
 	shell := &ancestor{PID: 1000000, Exe: "/bin/sh", Args: []string{"sh", "-c", "x"}}
@@ -201,5 +203,44 @@ func runSleeper(t *testing.T) (path string, pid int) {
 		if time.Now().After(end) {
 			t.Fatal("the process never ran the copy")
 		}
+	}
+}
+
+// An exec whose read of /proc lags behind the process's next exec is
+// not taken for it: the next exec's event, queued after it, says the
+// read may be the later program's. The kernel's exec event has no name
+// (an exec sends no comm event), so the starter is "a program" that
+// exec'd again. Rehearsals 33, 38, 45 and 46 named a starter by the
+// program it became ("started by … true marker-arg"). A real process
+// running a copy named "sleeper" plays the later program.
+func TestALaterExecQueuedMakesTheReadNotThisExecs(t *testing.T) {
+	sleeper, pid := runSleeper(t)
+	const shellPID = 1000000
+	shell := &ancestor{PID: shellPID, Exe: "/bin/sh", Args: []string{"sh", "-c", "x"}}
+	ex := make([]byte, 8)
+	binary.NativeEndian.PutUint32(ex[0:], uint32(pid))
+	binary.NativeEndian.PutUint32(ex[4:], uint32(pid))
+	fork := make([]byte, 16)
+	binary.NativeEndian.PutUint32(fork[0:], uint32(pid))
+	binary.NativeEndian.PutUint32(fork[4:], uint32(pid))
+	binary.NativeEndian.PutUint32(fork[8:], uint32(pid+1))
+	binary.NativeEndian.PutUint32(fork[12:], uint32(pid+1))
+
+	// The starter's exec; its helper's fork; then its next exec, read
+	// from the socket already.
+	l := &lineage{procs: map[int]*ancestor{pid: {PID: pid, Parent: shellPID, Exe: shell.Exe, Args: shell.Args, starter: shell}}}
+	l.queue = []queued{{what: procEventFork, body: fork}, {what: procEventExec, body: ex}}
+	l.event(procEventExec, ex)
+	l.event(procEventFork, fork)
+	got := startedBy(l.chain(pid + 1))
+	if a := l.procs[pid]; !a.Unread || !a.Again || strings.Contains(got, sleeper) || !strings.Contains(got, "a program (it exec'd again before freeze could read its argv; forked from: sh -c x)") {
+		t.Errorf("an exec read with the next queued: %+v, said %q; want the program unnamed, the copy not", a, got)
+	}
+	// With no later exec queued, the read is the exec's.
+	l = &lineage{procs: map[int]*ancestor{pid: {PID: pid, Parent: shellPID, Exe: shell.Exe, Args: shell.Args, starter: shell}}}
+	l.queue = []queued{{what: procEventFork, body: fork}}
+	l.event(procEventExec, ex)
+	if a := l.procs[pid]; a.Unread || a.Exe != sleeper {
+		t.Errorf("an exec read with nothing after it: %+v, want the copy's argv", a)
 	}
 }
