@@ -46,14 +46,33 @@ func TestDescendantsWalkFindsWhatTheScanFinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var orphan int
+	// The sleeps, found by their file (this test's own copy), not by the
+	// code under test: the setsid'd one is in a group of its own.
+	copies := func() (pids []int) {
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			if exe, _ := os.Readlink(d + "/exe"); exe == sleep {
+				if pid, err := strconv.Atoi(filepath.Base(d)); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		return pids
+	}
+	var seen []int
 	t.Cleanup(func() {
+		seen = append(seen, copies()...)
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		if orphan > 0 {
-			syscall.Kill(orphan, syscall.SIGKILL)
-			var ws syscall.WaitStatus
-			syscall.Wait4(orphan, &ws, 0, nil)
+		for _, pid := range seen {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		cmd.Wait()
+		// sh is gone: each sleep is reaped by now, or re-parented to this
+		// process (the subreaper) and reaped here; ECHILD otherwise.
+		for _, pid := range seen {
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, 0, nil)
+		}
 	})
 	ours := func(sts []int) (mine []int) {
 		for _, pid := range sts {
@@ -70,6 +89,7 @@ func TestDescendantsWalkFindsWhatTheScanFinds(t *testing.T) {
 	for len(ours(pidsOf(scan))) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	seen = copies()
 	s := pidsOf(scan)
 	if len(ours(s)) != 2 {
 		t.Fatalf("the scan found %v of its sleeps below this process, want 2", ours(s))
