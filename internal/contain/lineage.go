@@ -289,11 +289,9 @@ func (l *lineage) event(what uint32, body []byte) {
 		}
 		tgid := int(binary.NativeEndian.Uint32(body[4:]))
 		l.mu.Lock()
-		p, ok := l.procs[tgid]
-		if !ok {
+		if p, ok := l.procs[tgid]; !ok {
 			l.keepEarly(what, tgid, body)
-		}
-		if ok {
+		} else {
 			// Read, then checked against the execs that came since
 			// (laterExec). An exec whose event is not yet sent when the
 			// check ends set its argv microseconds before: the window

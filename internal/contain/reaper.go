@@ -74,7 +74,8 @@ func (r *reaper) stop() {
 // without those lists (CONFIG_PROC_CHILDREN) gets the scan of /proc.
 func descendants() []proc.Stat {
 	self := os.Getpid()
-	if _, ok := childrenOf(proc.Default.Root, self); !ok {
+	selfKids, ok := childrenOf(proc.Default.Root, self)
+	if !ok {
 		return descendantsByScan(self)
 	}
 	var out []proc.Stat
@@ -83,7 +84,10 @@ func descendants() []proc.Stat {
 	for len(next) > 0 {
 		p := next[0]
 		next = next[1:]
-		kids, _ := childrenOf(proc.Default.Root, p)
+		kids := selfKids // read once, for the check above
+		if p != self {
+			kids, _ = childrenOf(proc.Default.Root, p)
+		}
 		for _, pid := range kids {
 			if seen[pid] {
 				continue
