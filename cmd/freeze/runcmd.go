@@ -307,9 +307,10 @@ Options:
                            NODE_OPTIONS, a preload that acts only in the
                            runner and its test files' processes, removed
                            at the run's end (on by default; =false leaves
-                           NODE_OPTIONS alone). A
-                           CMD that runs node as another user (sudo -u)
-                           needs a DIR that user can read
+                           NODE_OPTIONS alone). As root it goes
+                           where every user can read it (in DIR-node
+                           beside a DIR only root can search), for a CMD
+                           that runs node as another user
     -h, --help             this text
 
 Exit codes:

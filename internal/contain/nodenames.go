@@ -1,10 +1,14 @@
 package contain
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/safedir"
 )
@@ -39,38 +43,53 @@ try {
 `
 
 // nodeEnv is the command's environment with the preload added to
-// NODE_OPTIONS, and the preload written for this run alone to dir (the
-// state directory) as node-test-names-NAME.cjs, which done removes at
-// the run's end; or env as it was, and why not. The preload is only put
-// where no other user can change it: a new file (O_EXCL) in a directory
-// of freeze's user that no one else can write (safedir.Check), so no one
-// else's code runs in the command's node.
+// NODE_OPTIONS, and the preload written for this run alone as
+// node-test-names-NAME.cjs, in the state directory dir or, as root, in
+// its sibling (nodePreloadDir), which done removes at the run's end; or
+// env as it was, and why not. The preload is only put where no other
+// user can change it: a new file (O_EXCL) in a directory of freeze's
+// user that no one else can write (safedir.Check), so no one else's code
+// runs in the command's node.
 func nodeEnv(env []string, dir, name string) (out []string, done func(), err error) {
 	done = func() {}
 	if dir == "" {
 		return env, done, fmt.Errorf("no state directory")
 	}
-	path := nodePreloadPath(dir, name)
-	if strings.ContainsAny(path, "\"\\ \t\n") {
+	if strings.ContainsAny(nodePreloadPath(dir+nodeSibling, name), "\"\\ \t\n") {
 		// NODE_OPTIONS splits at spaces and reads quotes and
 		// backslashes: a path with one is not passed.
 		return env, done, fmt.Errorf("the state directory %q has a space, quote or backslash, which NODE_OPTIONS would split", dir)
 	}
-	// Checked, not made: the run's state file made it (0755 for
-	// /run/freeze), and one made 0700 here would keep the preload from
-	// a command that changes its user.
-	if err := safedir.Check(dir); err != nil {
-		return env, done, err
+	var f *os.File
+	var pdir string
+	// Twice: another run's end can remove the sibling between its
+	// making and the file's.
+	for try := 0; try < 2; try++ {
+		if pdir, err = nodePreloadDir(dir); err != nil {
+			return env, done, err
+		}
+		if f, err = safedir.CreateNew(nodePreloadPath(pdir, name), 0o644); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
 	}
-	f, err := safedir.CreateNew(path, 0o644)
 	if err != nil {
 		return env, done, err
 	}
-	_, err = f.WriteString(nodePreload)
+	path := f.Name()
+	// 0644 whatever the umask: node reads it as the command's user.
+	err = f.Chmod(0o644)
+	if err == nil {
+		_, err = f.WriteString(nodePreload)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	done = func() { os.Remove(path) }
+	done = func() {
+		os.Remove(path)
+		if pdir != dir {
+			unix.Rmdir(pdir) // another run's preload keeps it (ENOTEMPTY)
+		}
+	}
 	if err != nil {
 		done()
 		return env, func() {}, err
@@ -93,10 +112,96 @@ func nodeEnv(env []string, dir, name string) (out []string, done func(), err err
 	return out, done, nil
 }
 
-// nodePreloadPath is where run name's preload is, in state directory
-// dir: a run killed before its end leaves it, and --reap removes it.
+// nodeSibling ends the name of the state directory's sibling that
+// holds root's preloads where the state directory is not searchable by
+// others (a guard makes /run/freeze 0700): /run/freeze-node.
+const nodeSibling = "-node"
+
+// nodePreloadDir is the directory the preload goes in, for state
+// directory dir. Checked, not made: the run's state file made dir (0755
+// for /run/freeze). A command freeze runs as root can change its user
+// and keep NODE_OPTIONS (su, setpriv, node's spawn with a uid), and its
+// node then fails to start if that user cannot read the preload. So as
+// root the preload goes only where every user can reach it: dir if every
+// directory of its path is searchable by others, else dir's sibling
+// DIR-node, made 0755, if its path is. Another user's own runs keep it
+// in dir: their command is theirs.
+func nodePreloadDir(dir string) (string, error) {
+	if err := safedir.Check(dir); err != nil {
+		return "", err
+	}
+	if os.Geteuid() != 0 {
+		return dir, nil
+	}
+	why := searchable(dir)
+	if why == nil {
+		return dir, nil
+	}
+	sib := dir + nodeSibling
+	if err := ensureReadable(sib); err != nil {
+		return "", err
+	}
+	if err := searchable(sib); err != nil {
+		unix.Rmdir(sib)
+		return "", fmt.Errorf("a command that changes its user could not load the preload: %v, and %v; give --state-dir a directory every user can search", why, err)
+	}
+	return sib, nil
+}
+
+// searchable says why not every user can reach what is in dir: the
+// first directory of its path (links resolved) that others cannot
+// search.
+func searchable(dir string) error {
+	p, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	for {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return err
+		}
+		if st.Mode&0o001 == 0 {
+			return fmt.Errorf("others cannot search %s (mode %#o)", p, st.Mode&0o7777)
+		}
+		if p == "/" {
+			return nil
+		}
+		p = filepath.Dir(p)
+	}
+}
+
+// ensureReadable makes dir 0755 if it is missing, and checks, on a
+// descriptor opened without following a link, that it is a directory of
+// freeze's user that no one else can write, searchable by all.
+func ensureReadable(dir string) error {
+	if err := unix.Mkdir(dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("make %s: %w", dir, err)
+	}
+	if err := safedir.Check(dir); err != nil {
+		return err
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, 0o755) // a umask of 077 made it 0700
+}
+
+// nodePreloadPath is where run name's preload is, in directory dir.
 func nodePreloadPath(dir, name string) string {
 	return filepath.Join(dir, "node-test-names-"+name+".cjs")
+}
+
+// removeNodePreload removes run name's preload, wherever nodeEnv put it
+// for state directory dir: a run killed before its end leaves it, and
+// --reap removes it.
+func removeNodePreload(dir, name string) {
+	os.Remove(nodePreloadPath(dir, name))
+	if os.Remove(nodePreloadPath(dir+nodeSibling, name)) == nil {
+		unix.Rmdir(dir + nodeSibling)
+	}
 }
 
 // nodeTest reads the node test a process inherited from nodeTestVar

@@ -9,13 +9,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"freeze/internal/testenv"
 )
 
 // The preload goes into NODE_OPTIONS after what the user set, only from
 // a directory no one else can write, in a file of the run's own that
 // its end removes.
 func TestNodeEnvAddsThePreloadAndKeepsTheUsersOptions(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.SearchableTempDir(t) // as root, else it goes beside it
 	p := filepath.Join(dir, "node-test-names-run1.cjs")
 	env, done, err := nodeEnv([]string{"A=1", "NODE_OPTIONS=--max-old-space-size=64", "B=2"}, dir, "run1")
 	if err != nil {
@@ -96,7 +98,7 @@ func TestNodePreloadNamesEachTestInARealNode(t *testing.T) {
 	if err != nil {
 		t.Skip("no node on PATH (.ci/run installs Debian's nodejs)")
 	}
-	dir := t.TempDir()
+	dir := testenv.SearchableTempDir(t)
 	js := filepath.Join(dir, "names.test.js")
 	src := `const { test, describe, it } = require('node:test');
 const { execFileSync } = require('node:child_process');
@@ -111,12 +113,7 @@ test('a script', () => { process.stdout.write(execFileSync(process.execPath, ['-
 	}
 	// This test's own node: no NODE_OPTIONS of the environment it runs
 	// in (CI runs the suite under freeze run, whose preload is there).
-	var clean []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NODE_OPTIONS=") && !strings.HasPrefix(kv, "FREEZE_NODE_") && !strings.HasPrefix(kv, "NODE_TEST_CONTEXT=") {
-			clean = append(clean, kv)
-		}
-	}
+	clean := nodeFreeEnv()
 	env, done, err := nodeEnv(clean, dir, "real")
 	if err != nil {
 		t.Fatal(err)
@@ -156,5 +153,84 @@ test('a script', () => { process.stdout.write(execFileSync(process.execPath, ['-
 	plain.Cancel = func() error { return syscall.Kill(-plain.Process.Pid, syscall.SIGKILL) }
 	if out, err := plain.CombinedOutput(); err != nil || !strings.Contains(string(out), "SEEN a [none]") {
 		t.Errorf("node --test without the preload: %v\n%s", err, out)
+	}
+}
+
+// nodeFreeEnv is the test's environment without NODE_OPTIONS and what
+// the preload sets: CI runs the suite under freeze run, whose preload is
+// there.
+func nodeFreeEnv() []string {
+	var clean []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NODE_OPTIONS=") && !strings.HasPrefix(kv, "FREEZE_NODE_") && !strings.HasPrefix(kv, "NODE_TEST_CONTEXT=") {
+			clean = append(clean, kv)
+		}
+	}
+	return clean
+}
+
+// As root, a command can become another user and keep NODE_OPTIONS (su,
+// setpriv, node's spawn with a uid): its node must still start. The
+// preload goes where every user can read it, beside a state directory
+// only root can search (a guard makes /run/freeze 0700), whatever the
+// umask; and where there is no such place, NODE_OPTIONS is left alone.
+func TestNodePreloadReachesACommandThatChangesItsUser(t *testing.T) {
+	testenv.RequireRoot(t, "to run node as another user")
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node on PATH (.ci/run installs Debian's nodejs)")
+	}
+	base := testenv.SearchableTempDir(t)
+	state := filepath.Join(base, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o077)
+	env, done, err := nodeEnv(nodeFreeEnv(), state, "user")
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	sib := state + "-node"
+	p := filepath.Join(sib, "node-test-names-user.cjs")
+	if got := env[len(env)-1]; got != "NODE_OPTIONS=--require="+p {
+		t.Fatalf("NODE_OPTIONS %q, want the preload beside the state directory, at %s", got, p)
+	}
+	for path, want := range map[string]os.FileMode{sib: 0o755, p: 0o644} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v, %v; want mode %#o", path, fi.Mode(), err, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "-e", `console.log("ran as " + process.getuid())`)
+	cmd.Env, cmd.Dir = env, "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "ran as 65534" {
+		t.Errorf("node as uid 65534 with freeze's NODE_OPTIONS: %v\n%s", err, out)
+	}
+	done()
+	if _, err := os.Lstat(sib); err == nil {
+		t.Errorf("the run's end left %s", sib)
+	}
+
+	// Nowhere every user can reach: NODE_OPTIONS left alone, and
+	// nothing made.
+	hidden := filepath.Join(t.TempDir(), "hidden")
+	private := filepath.Join(hidden, "state")
+	if err := os.Mkdir(hidden, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env, _, err = nodeEnv([]string{"A=1"}, private, "none")
+	if err == nil || !strings.Contains(err.Error(), "--state-dir") || len(env) != 1 {
+		t.Errorf("no place others can reach: env %q, err %v; want env unchanged and a reason naming --state-dir", env, err)
+	}
+	if _, err := os.Lstat(private + "-node"); err == nil {
+		t.Errorf("a refused preload left %s-node", private)
 	}
 }

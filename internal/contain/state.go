@@ -150,7 +150,7 @@ func Reap(dir string) ([]Reaped, error) {
 			// with the run: nothing is left to end.
 			r.Gone = true
 			os.Remove(f)
-			os.Remove(nodePreloadPath(dir, s.Name))
+			removeNodePreload(dir, s.Name)
 			out = append(out, r)
 			continue
 		}
@@ -164,7 +164,7 @@ func Reap(dir string) ([]Reaped, error) {
 		r.Err = err
 		if err == nil {
 			os.Remove(f)
-			os.Remove(nodePreloadPath(dir, s.Name))
+			removeNodePreload(dir, s.Name)
 		}
 		out = append(out, r)
 	}

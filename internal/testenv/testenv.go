@@ -10,7 +10,8 @@
 //     the test's own (its state in the test's directory).
 //   - vm: the kernel matrix, Debian's kernels under qemu.
 //
-// It must never decide a test's outcome: it only skips, and says why.
+// It must never decide a test's outcome: it skips and says why, and
+// makes the places a test needs (SearchableTempDir).
 package testenv
 
 import (
@@ -198,4 +199,19 @@ func readArgv(procRoot string, pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// SearchableTempDir is t.TempDir() made searchable by every user (0755,
+// with its parent, the test's own directory): a place whose files
+// another user can reach, as /run is for /run/freeze. Only for what a
+// test means other users to read.
+func SearchableTempDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{filepath.Dir(d), d} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
 }

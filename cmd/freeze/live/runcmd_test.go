@@ -478,11 +478,16 @@ func waitRunning(t *testing.T, path string, n int) {
 func TestRunReapEndsWhatAKilledRunLeft(t *testing.T) {
 	nestsInHarness(t)
 	bin := buildFreeze(t)
-	dir := t.TempDir()
+	// A state directory only root can search, in a place all can (a
+	// guard's /run/freeze): the preload goes beside it.
+	dir := testenv.SearchableTempDir(t)
 	sleep := copyTool(t, dir, "sleep")
 	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	killedRun(t, bin, sleep, state)
-	if m, _ := filepath.Glob(filepath.Join(state, "node-test-names-*")); len(m) != 1 {
+	if m, _ := filepath.Glob(filepath.Join(state+"-node", "node-test-names-*")); len(m) != 1 {
 		t.Fatalf("the killed run's node preload: %v, want one", m)
 	}
 	r := containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 50, HopCap: 1, Timeout: 60 * time.Second,
@@ -497,8 +502,8 @@ func TestRunReapEndsWhatAKilledRunLeft(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(state, "runs", "*.json")); len(files) > 0 {
 		t.Errorf("state files left after --reap: %v", files)
 	}
-	if m, _ := filepath.Glob(filepath.Join(state, "node-test-names-*")); len(m) > 0 {
-		t.Errorf("the killed run's node preload left after --reap: %v", m)
+	if _, err := os.Lstat(state + "-node"); err == nil {
+		t.Errorf("the killed run's node preload (or its directory) left after --reap: %s", state+"-node")
 	}
 }
 
@@ -1102,7 +1107,7 @@ func TestRunNamesTheNodeTestThatLeftAProcess(t *testing.T) {
 		t.Skip("no node on PATH")
 	}
 	bin := buildFreeze(t)
-	dir := t.TempDir()
+	dir := testenv.SearchableTempDir(t) // as /run is for /run/freeze
 	sleep := copyTool(t, dir, "sleep")
 	js := filepath.Join(dir, "leaky.test.js")
 	src := "const { test } = require('node:test');\nconst { spawn } = require('node:child_process');\n" +
@@ -1123,7 +1128,7 @@ func TestRunNamesTheNodeTestThatLeftAProcess(t *testing.T) {
 	if b, err := os.ReadFile(junit); err != nil || !strings.Contains(string(b), `classname="`+js+`"`) || !strings.Contains(string(b), `name="leaves a helper: left behind`) {
 		t.Errorf("the JUnit case is not the node test's (%v):\n%s", err, b)
 	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "state", "node-test-names*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(dir, "state*", "node-test-names*")); len(m) > 0 {
 		t.Errorf("the run left its node preload: %v", m)
 	}
 }
