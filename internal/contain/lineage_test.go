@@ -113,13 +113,13 @@ func TestAnExecReadAsItsProcessWentIsNotTakenForIt(t *testing.T) {
 	}
 }
 
-// A child's exec whose name and exec events come before its parent's
-// fork event (the kernel sends the fork's after it wakes the child,
-// which can run on another CPU first) is still judged by its name:
-// rehearsal 45's 6.1 boot dropped the early name, read the exec with no
-// name to check, and took the child's later program for it ("started
-// by … true marker-arg"). A real process running a copy named "sleeper"
-// plays the later program.
+// A child's rename (a comm event: prctl, never an exec) and exec events
+// that come before its parent's fork event (the kernel sends the fork's
+// after it wakes the child, which can run on another CPU first) are kept
+// and replayed at the fork, so its exec is still judged by that name.
+// (bd2c4e8 added this for rehearsal 45's failure, whose cause was
+// another: an exec sends no comm event, see laterExec.) A real process
+// running a copy named "sleeper" plays the later program.
 func TestAChildsEventsBeforeItsForkAreNotLost(t *testing.T) {
 	sleeper, pid := runSleeper(t)
 	const shellPID = 1000000

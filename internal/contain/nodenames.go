@@ -118,8 +118,8 @@ func nodeEnv(env []string, dir, name string) (out []string, done func(), err err
 const nodeSibling = "-node"
 
 // nodePreloadDir is the directory the preload goes in, for state
-// directory dir. Checked, not made: the run's state file made dir (0755
-// for /run/freeze). A command freeze runs as root can change its user
+// directory dir, which it checks and does not make (the run's state
+// file made it; runlock and the guard make /run/freeze 0700). A command freeze runs as root can change its user
 // and keep NODE_OPTIONS (su, setpriv, node's spawn with a uid), and its
 // node then fails to start if that user cannot read the preload. So as
 // root the preload goes only where every user can reach it: dir if every
@@ -138,7 +138,7 @@ func nodePreloadDir(dir string) (string, error) {
 		return dir, nil
 	}
 	sib := dir + nodeSibling
-	if err := ensureReadable(sib); err != nil {
+	if err := safedir.EnsureShared(sib); err != nil {
 		return "", err
 	}
 	if err := searchable(sib); err != nil {
@@ -169,24 +169,6 @@ func searchable(dir string) error {
 		}
 		p = filepath.Dir(p)
 	}
-}
-
-// ensureReadable makes dir 0755 if it is missing, and checks, on a
-// descriptor opened without following a link, that it is a directory of
-// freeze's user that no one else can write, searchable by all.
-func ensureReadable(dir string) error {
-	if err := unix.Mkdir(dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("make %s: %w", dir, err)
-	}
-	if err := safedir.Check(dir); err != nil {
-		return err
-	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Fchmod(fd, 0o755) // a umask of 077 made it 0700
 }
 
 // nodePreloadPath is where run name's preload is, in directory dir.

@@ -46,22 +46,50 @@ func Ensure(dir string) error {
 // following a symlink, is a directory owned by the caller and writable
 // by no one else.
 func Check(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%s is not a directory freeze made (%v): remove it and run again: %w", dir, err, ErrUnsafe)
+	fd, err := openChecked(dir)
+	if err == nil {
+		unix.Close(fd)
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	return err
+}
+
+// EnsureShared is Ensure for a directory every user may read and
+// search (mode 0755, whatever the umask): made if missing, then checked
+// and chmodded on one descriptor, opened without following a symlink.
+func EnsureShared(dir string) error {
+	if err := unix.Mkdir(dir, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("make %s: %w", dir, err)
+	}
+	fd, err := openChecked(dir)
+	if err != nil {
 		return err
 	}
-	if int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s belongs to uid %d, not to you: whoever made it can plant or forge what freeze keeps there; check it, remove it, and run again: %w", dir, st.Uid, ErrUnsafe)
+	defer unix.Close(fd)
+	return unix.Fchmod(fd, 0o755)
+}
+
+// openChecked opens dir without following a symlink and checks, on
+// that descriptor, that it is a directory owned by the caller and
+// writable by no one else; the caller closes it.
+func openChecked(dir string) (fd int, err error) {
+	fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%s is not a directory freeze made (%v): remove it and run again: %w", dir, err, ErrUnsafe)
 	}
-	if st.Mode&0o022 != 0 {
-		return fmt.Errorf("%s is writable by group or others (mode %#o): chmod 700 it: %w", dir, st.Mode&0o777, ErrUnsafe)
+	var st unix.Stat_t
+	switch {
+	case unix.Fstat(fd, &st) != nil:
+		err = fmt.Errorf("stat %s: %w", dir, ErrUnsafe)
+	case int(st.Uid) != os.Geteuid():
+		err = fmt.Errorf("%s belongs to uid %d, not to you: whoever made it can plant or forge what freeze keeps there; check it, remove it, and run again: %w", dir, st.Uid, ErrUnsafe)
+	case st.Mode&0o022 != 0:
+		err = fmt.Errorf("%s is writable by group or others (mode %#o): chmod 700 it: %w", dir, st.Mode&0o777, ErrUnsafe)
 	}
-	return nil
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // OpenNoSymlinks opens path O_PATH, following no symlink in any component
