@@ -16,13 +16,14 @@ import (
 var startupCost = flag.Bool("startup", false, "measure what freeze's start-up and freeze run cost against /bin/true and static programs (#51; about a minute)")
 
 // What a start costs (#51): freeze --version and freeze run -- /bin/true
-// against /bin/true, a trivial static C program and a static Go
-// hello-world, all in one run, interleaved round by round, so that a
+// against /bin/true, a trivial static C program, a static Go
+// hello-world and two hello-worlds that link freeze's libraries (all of
+// them, and all but the metrics stack), all in one run, interleaved round by round, so that a
 // busy or slow host moves them together and only the differences and
 // ratios are read. freeze run is measured as it starts the command now
 // (itself) and through its helper (FREEZE_RUN_START=helper), with the
 // lineage on and off. Wall time and the CPU of the whole process tree
-// (rusage), medians of 41 rounds.
+// (rusage), medians of 101 rounds.
 func TestStartupCost(t *testing.T) {
 	if !*startupCost {
 		t.Skip("opt-in: -args -startup")
@@ -30,6 +31,7 @@ func TestStartupCost(t *testing.T) {
 	testenv.RequireLive(t, "freeze run's pids cgroups")
 	bin := buildBench(t)
 	hello := buildHello(t)
+	libsAll, libsLean := buildLibStart(t, "all"), buildLibStart(t, "lean")
 	type probe struct {
 		name string
 		argv []string
@@ -39,13 +41,15 @@ func TestStartupCost(t *testing.T) {
 		{"/bin/true", []string{"/bin/true"}, nil},
 		{"static C (trivial.c)", []string{trivialBin}, nil},
 		{"static Go hello-world", []string{hello}, nil},
+		{"Go hello-world linking freeze's libraries", []string{libsAll}, nil},
+		{"the same less the metrics stack (client_golang, net/http)", []string{libsLean}, nil},
 		{"freeze --version", []string{bin, "--version"}, nil},
 		{"freeze --version (as packaged: stage, static)", []string{stageBin, "--version"}, nil},
 		{"freeze run -- /bin/true", []string{bin, "run", "--", "/bin/true"}, nil},
 		{"freeze run -- /bin/true, lineage off", []string{bin, "run", "--", "/bin/true"}, []string{"FREEZE_RUN_LINEAGE=off"}},
 		{"freeze run -- /bin/true, through the helper", []string{bin, "run", "--", "/bin/true"}, []string{"FREEZE_RUN_START=helper"}},
 	}
-	const rounds = 41
+	const rounds = 101
 	wall := make([][]time.Duration, len(probes))
 	cpu := make([][]time.Duration, len(probes))
 	for r := 0; r < rounds; r++ {
@@ -71,6 +75,18 @@ func TestStartupCost(t *testing.T) {
 }
 
 func msD(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
+
+// buildLibStart builds testdata/libstart/NAME, a hello-world that links
+// freeze's libraries (all) or all but the metrics stack (lean), as
+// freeze is built (buildBench): what the libraries' package inits and
+// size cost a start, apart from freeze's own code.
+func buildLibStart(t *testing.T, name string) string {
+	out := filepath.Join(t.TempDir(), "libstart-"+name)
+	if b, err := exec.Command("go", "build", "-o", out, "./testdata/libstart/"+name).CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/libstart/%s: %v\n%s", name, err, b)
+	}
+	return out
+}
 
 // buildHello builds a static Go hello-world: what a Go binary's start
 // costs with nothing linked beyond the runtime.

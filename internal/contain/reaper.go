@@ -15,27 +15,70 @@ import (
 // re-parented to freeze (the child subreaper): on these machines PID 1
 // does not reliably reap, and a zombie holds its pid. The command's own
 // status goes to exited.
+//
+// It looks every 2 ms, and at once when the command exits: the
+// command's pidfd sits in the Go runtime's poller (no thread of its
+// own) and wakes the loop (#51: a run's end waited for the next look).
 type reaper struct {
 	child  int
 	exited chan unix.WaitStatus
 	quit   chan struct{}
 	done   chan struct{}
+	pidfd  *os.File      // nil where the kernel cannot poll a pidfd (PIDFD_NONBLOCK: 5.10)
+	woke   chan struct{} // closed when the command has exited
+	every  time.Duration // between looks for the orphans
 }
 
-func newReaper(child int) *reaper {
-	r := &reaper{child: child, exited: make(chan unix.WaitStatus, 1), quit: make(chan struct{}), done: make(chan struct{})}
+func newReaper(child int) *reaper { return startReaper(child, 2*time.Millisecond) }
+
+// startReaper opens the command's pidfd and starts the loop, which
+// looks for orphans every every.
+func startReaper(child int, every time.Duration) *reaper {
+	r := &reaper{child: child, exited: make(chan unix.WaitStatus, 1), quit: make(chan struct{}), done: make(chan struct{}), woke: make(chan struct{}), every: every}
+	// Opened before the loop's first look: until then nothing reaps
+	// the command, so the pid is still the command's (a zombie at worst,
+	// whose pidfd is readable at once).
+	if fd, err := unix.PidfdOpen(child, unix.PIDFD_NONBLOCK); err == nil {
+		r.pidfd = os.NewFile(uintptr(fd), "pidfd")
+		go r.watch()
+	}
 	go r.loop()
 	return r
 }
 
+// watch closes woke once the command's pidfd is readable: it has
+// exited. It ends there, or when stop closes the pidfd.
+func (r *reaper) watch() {
+	rc, err := r.pidfd.SyscallConn()
+	if err != nil {
+		return
+	}
+	asked := false
+	err = rc.Read(func(uintptr) bool {
+		// The first call only asks to wait: the runtime then waits for
+		// the descriptor to be readable and calls again.
+		if !asked {
+			asked = true
+			return false
+		}
+		return true
+	})
+	if err == nil {
+		close(r.woke)
+	}
+}
+
 func (r *reaper) loop() {
 	defer close(r.done)
+	woke := r.woke
 	for {
 		if r.reapOnce() == 0 {
 			select {
 			case <-r.quit:
 				return
-			case <-time.After(2 * time.Millisecond):
+			case <-woke:
+				woke = nil // once: it stays closed
+			case <-time.After(r.every):
 			}
 		}
 	}
@@ -61,6 +104,9 @@ func (r *reaper) reapOnce() int {
 func (r *reaper) stop() {
 	close(r.quit)
 	<-r.done
+	if r.pidfd != nil {
+		r.pidfd.Close() // ends watch, if the command never exited
+	}
 	r.reapOnce()
 }
 

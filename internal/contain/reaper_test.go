@@ -138,3 +138,43 @@ func TestChildrenOfReadsEachThreadsList(t *testing.T) {
 		t.Errorf("a process gone: %v, %v; want none, true", kids, ok)
 	}
 }
+
+// The reaper sees the command's exit when it happens, not at its next
+// look for orphans: with that look an hour away, the status still
+// comes, through the command's pidfd.
+func TestReaperWakesAtTheCommandsExit(t *testing.T) {
+	if fd, err := unix.PidfdOpen(os.Getpid(), unix.PIDFD_NONBLOCK); err != nil {
+		t.Skipf("no pollable pidfd here (PIDFD_NONBLOCK, Linux 5.10): %v", err)
+	} else {
+		unix.Close(fd)
+	}
+	sleep := filepath.Join(t.TempDir(), "reaper-sleep")
+	if err := exefile.Copy("/bin/sleep", sleep); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sleep, "0.3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	reaped := false
+	t.Cleanup(func() {
+		if !reaped {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			var ws syscall.WaitStatus
+			syscall.Wait4(pid, &ws, 0, nil)
+		}
+	})
+	r := startReaper(pid, time.Hour)
+	defer r.stop()
+	select {
+	case ws := <-r.exited:
+		reaped = true
+		if !ws.Exited() || ws.ExitStatus() != 0 {
+			t.Fatalf("the command's status is %v, want exit 0", ws)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no status 20 s after a 0.3 s command started: the reaper waited for its next look, not for the command's exit")
+	}
+}
