@@ -5,11 +5,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
+	"freeze/internal/exefile"
 	"freeze/internal/proc"
+	"freeze/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(containtest.Main(m)) }
@@ -335,5 +338,87 @@ func TestRefusePID1ByNameWhenItsExeIsUnreadable(t *testing.T) {
 		if r := Refuse(fs, tg, false, true); r != nil {
 			t.Errorf("%s with --force: still refused: %v", name, r)
 		}
+	}
+}
+
+// ResolveDeleted takes the deleted file most processes run, and counts
+// the rest; a file whose exec'd name was removed while another link
+// kept it is found too (the fallback that reads every link). Each chain
+// runs this test's own copies of sleep.
+func TestResolveDeletedTakesTheFileMostRun(t *testing.T) {
+	testenv.RequireLive(t, "the chains' pids cgroups")
+	dir := t.TempDir()
+	running := func(path string, want int) {
+		t.Helper()
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			n := 0
+			ents, _ := os.ReadDir("/proc")
+			for _, e := range ents {
+				if l, err := os.Readlink("/proc/" + e.Name() + "/exe"); err == nil && strings.TrimSuffix(l, " (deleted)") == path {
+					n++
+				}
+			}
+			if n >= want {
+				return
+			}
+		}
+		t.Fatalf("fewer than %d processes run %s after 20 s", want, path)
+	}
+	start := func(path string, n int) {
+		t.Helper()
+		cmd := strings.Repeat(path+" 60 & ", n) + "wait"
+		containtest.Start(t, containtest.Spec{Shape: containtest.Run, Cap: 20, HopCap: 1, Timeout: 120 * time.Second,
+			Command: []string{"/bin/sh", "-c", cmd}})
+	}
+
+	// Three run the first build; two run the second, renamed over it;
+	// then the path is removed.
+	gen := filepath.Join(dir, "gen")
+	if err := exefile.Copy("/bin/sleep", gen); err != nil {
+		t.Fatal(err)
+	}
+	old, err := proc.StatFile(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(gen, 3)
+	running(gen, 3)
+	if err := exefile.Copy("/bin/sleep", gen+".new"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(gen+".new", gen); err != nil {
+		t.Fatal(err)
+	}
+	start(gen, 2)
+	running(gen, 5)
+	if err := os.Remove(gen); err != nil {
+		t.Fatal(err)
+	}
+	tg, others, err := ResolveDeleted(proc.Default, gen)
+	if err != nil || tg.File.Dev != old.Dev || tg.File.Ino != old.Ino || others != 2 {
+		t.Errorf("ResolveDeleted(%s) = file %d:%d, %d others, %v; want the first build %d:%d and 2 others", gen, tg.File.Dev, tg.File.Ino, others, err, old.Dev, old.Ino)
+	}
+
+	// A hard link keeps the file: its exec'd name reads "(deleted)",
+	// and the file has a link left.
+	kept := filepath.Join(dir, "kept")
+	if err := exefile.Copy("/bin/sleep", kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(kept, kept+".link"); err != nil {
+		t.Fatal(err)
+	}
+	start(kept, 2)
+	running(kept, 2)
+	if err := os.Remove(kept); err != nil {
+		t.Fatal(err)
+	}
+	f, err := proc.StatFile(kept + ".link")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, others, err = ResolveDeleted(proc.Default, kept)
+	if err != nil || tg.File.Dev != f.Dev || tg.File.Ino != f.Ino || others != 0 {
+		t.Errorf("ResolveDeleted(%s), the file kept by a hard link = file %d:%d, %d others, %v; want %d:%d and none", kept, tg.File.Dev, tg.File.Ino, others, err, f.Dev, f.Ino)
 	}
 }
