@@ -31,8 +31,8 @@ type reaper struct {
 
 func newReaper(child int) *reaper { return startReaper(child, 2*time.Millisecond) }
 
-// startReaper opens the command's pidfd and starts the loop, which
-// looks for orphans every every.
+// startReaper opens the command's pidfd and starts the loop; every is
+// the time between its looks for orphans.
 func startReaper(child int, every time.Duration) *reaper {
 	r := &reaper{child: child, exited: make(chan unix.WaitStatus, 1), quit: make(chan struct{}), done: make(chan struct{}), woke: make(chan struct{}), every: every}
 	// Opened before the loop's first look: until then nothing reaps

@@ -79,9 +79,9 @@ func runningNamed(fs proc.FS, base string, same func(pid int, path string) bool)
 // others is how many processes run another. An error when none runs.
 //
 // One stat of each process's exe settles it: a file with links left is
-// not deleted, and a deleted file's link is read once, at its first
-// process, for all of them (#51: reading every link, then stat'ing each
-// match, took 30 ms for a chain of 3,000, warm). A file that still has
+// not deleted, and a deleted file's link is read until one of its
+// processes names path, not for every process (#51: reading every link,
+// then stat'ing each match, took 30 ms for a chain of 3,000, warm). A file that still has
 // another link (a hard link) but whose exec'd name was removed reads
 // "(deleted)" too: where no unlinked file is found, every link is read.
 func ResolveDeleted(fs proc.FS, path string) (t Target, others int, err error) {
@@ -119,30 +119,25 @@ func ResolveDeleted(fs proc.FS, path string) (t Target, others int, err error) {
 
 // deletedByFile counts the processes of each unlinked file whose exe
 // link names path, with the first process of each: a stat of every
-// process's exe, and one read of the link for each unlinked file.
+// process's exe, and a read of the link until one names path, then no
+// more for that file. A file is known by its identity, as the match
+// knows it: one exec'd through two names of it that were both removed
+// is one file, whichever name a process shows.
 func deletedByFile(fs proc.FS, pids []int, path string) (count map[proc.File]int, first map[proc.File]int) {
 	count, first = map[proc.File]int{}, map[proc.File]int{}
-	names := map[proc.File]bool{} // an unlinked file's link names path
 	for _, pid := range pids {
 		f, err := fs.ExeFile(pid)
 		if err != nil || f.Nlink != 0 {
 			continue
 		}
-		named, read := names[f]
-		if !read {
+		if count[f] == 0 {
 			p, deleted, err := fs.ExePath(pid)
-			if err != nil {
-				continue // gone: the file's next process reads it
+			if err != nil || !deleted || p != path {
+				continue // gone, or another name: the file's next process is read
 			}
-			named = deleted && p == path
-			names[f] = named
+			first[f] = pid
 		}
-		if named {
-			if count[f] == 0 {
-				first[f] = pid
-			}
-			count[f]++
-		}
+		count[f]++
 	}
 	return count, first
 }
