@@ -119,13 +119,14 @@ const nodeSibling = "-node"
 
 // nodePreloadDir is the directory the preload goes in, for state
 // directory dir, which it checks and does not make (the run's state
-// file made it; runlock and the guard make /run/freeze 0700). A command freeze runs as root can change its user
-// and keep NODE_OPTIONS (su, setpriv, node's spawn with a uid), and its
-// node then fails to start if that user cannot read the preload. So as
-// root the preload goes only where every user can reach it: dir if every
-// directory of its path is searchable by others, else dir's sibling
-// DIR-node, made 0755, if its path is. Another user's own runs keep it
-// in dir: their command is theirs.
+// file made it; runlock and the guard make /run/freeze 0700). A command
+// freeze runs as root can change its user and keep NODE_OPTIONS (su,
+// setpriv, node's spawn with a uid), and its node then fails to start
+// if that user cannot read the preload. So as root the preload goes only
+// where every user can reach it: dir if every directory of its path is
+// searchable by others, else dir's sibling DIR-node, made 0755, if its
+// path is. Another user's own runs keep it in dir: their command is
+// theirs.
 func nodePreloadDir(dir string) (string, error) {
 	if err := safedir.Check(dir); err != nil {
 		return "", err

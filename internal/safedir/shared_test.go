@@ -33,8 +33,8 @@ func TestEnsureSharedIsSearchableAndRefusesWhatWasPlanted(t *testing.T) {
 	if err := EnsureShared(link); !errors.Is(err, ErrUnsafe) {
 		t.Errorf("a symlink at the name: %v, want ErrUnsafe", err)
 	}
-	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o700 {
-		t.Errorf("the link's target was chmodded to %v", fi.Mode().Perm())
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the link's target: %v, %v; want it left at 0700", fi, err)
 	}
 	open := filepath.Join(dir, "open")
 	if err := os.Mkdir(open, 0o700); err != nil {
