@@ -42,6 +42,7 @@ var (
 	onlyR   = flag.String("responders", "", "run only responders whose name contains this (or one of these, comma-separated; a part ending in $ must match the whole name)")
 	showLog = flag.Bool("show", false, "log what freeze printed")
 	keep    = flag.String("keep", "", "copy each freeze responder's timeline into this directory, as SCENARIO_RESPONDER_REP.jsonl")
+	perfCtl = flag.String("perf", "", "a directory with the FIFOs ctl and ack of a 'perf record -D -1 --control fifo:DIR/ctl,DIR/ack' that runs this benchmark: its events are enabled at each measurement's time zero and disabled when the chains reach zero, so the profile holds only those windows")
 	render  = flag.String("render", "", "comma-separated JSON files of earlier runs: print their table, run nothing")
 )
 
@@ -668,6 +669,32 @@ func trivialThenFloor(bin string, cs []*containtest.Chain, stop <-chan struct{})
 	killGroups(cs)
 }
 
+// profile tells the perf record of -perf to enable or disable its
+// events, and waits for its ack: perf then profiles each measurement from
+// its time zero to its zero, not the chains' growth between them. perf's
+// own ack may come tens of milliseconds late beside a bomb (perf runs at
+// ordinary priority), so a window's start is not the measurement's.
+func profile(t *testing.T, cmd string) {
+	if *perfCtl == "" {
+		return
+	}
+	ctl, err := os.OpenFile(filepath.Join(*perfCtl, "ctl"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("-perf: %v (make the FIFOs with mkfifo DIR/ctl DIR/ack, and run the benchmark under perf record --control fifo:DIR/ctl,DIR/ack)", err)
+	}
+	_, err = ctl.WriteString(cmd + "\n")
+	ctl.Close()
+	if err != nil {
+		t.Fatalf("-perf: %s: %v", cmd, err)
+	}
+	ack, err := os.Open(filepath.Join(*perfCtl, "ack"))
+	if err != nil {
+		t.Fatalf("-perf: %v", err)
+	}
+	defer ack.Close()
+	ack.Read(make([]byte, 16))
+}
+
 func killGroups(cs []*containtest.Chain) {
 	for _, c := range cs {
 		os.WriteFile(filepath.Join(c.V2Dir(), "cgroup.kill"), []byte("1"), 0)
@@ -721,6 +748,7 @@ func measure(t *testing.T, bin string, sc scenario, rs responder, rep int) Resul
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	os.Remove(filepath.Join(dir, "freeze.jsonl"))
+	profile(t, "enable")
 	t0 := time.Now()
 	go func() { rs.run(bin, chains, stop); close(done) }()
 	end := t0.Add(responderDeadline)
@@ -744,6 +772,7 @@ func measure(t *testing.T, bin string, sc scenario, rs responder, rep int) Resul
 			zeros++
 			if zeros == 2 {
 				r.ZeroMS = float64(time.Since(t0).Microseconds()) / 1000
+				profile(t, "disable")
 				break
 			}
 			continue
@@ -757,6 +786,7 @@ func measure(t *testing.T, bin string, sc scenario, rs responder, rep int) Resul
 		time.Sleep(5 * time.Millisecond)
 	}
 	if r.ZeroMS < 0 {
+		profile(t, "disable")
 		for _, c := range chains {
 			left := c.Survivors()
 			if sc.interp {
@@ -1045,5 +1075,29 @@ func TestPicked(t *testing.T) {
 		if got := picked(c.sel, c.name); got != c.want {
 			t.Errorf("picked(%q, %q) = %v, want %v", c.sel, c.name, got, c.want)
 		}
+	}
+}
+
+// -perf speaks perf record's control protocol: a command, a newline, on
+// the ctl FIFO, then a wait for perf's ack on the other.
+func TestProfileSpeaksPerfsControl(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"ctl", "ack"} {
+		if err := unix.Mkfifo(filepath.Join(dir, f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan string, 1)
+	go func() { // perf's side
+		b, _ := os.ReadFile(filepath.Join(dir, "ctl"))
+		got <- string(b)
+		os.WriteFile(filepath.Join(dir, "ack"), []byte("ack\n\x00"), 0)
+	}()
+	old := *perfCtl
+	*perfCtl = dir
+	defer func() { *perfCtl = old }()
+	profile(t, "enable") // returns once perf's side acked
+	if s := <-got; s != "enable\n" {
+		t.Errorf("perf read %q from ctl, want %q", s, "enable\n")
 	}
 }
