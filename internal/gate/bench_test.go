@@ -1,9 +1,15 @@
 package gate
 
 import (
+	"io"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"freeze/internal/containtest"
 	"freeze/internal/proc"
 	"freeze/internal/testenv"
 )
@@ -47,6 +53,60 @@ func BenchmarkGateAttached(b *testing.B) {
 				g.LoadExtras()
 				g.Close()
 				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkIdentityReaderBeside3000 reads freeze's own descriptors'
+// identities (the identity reader, run at each fill of the gate, before
+// anything is held) with a tree of 3,000 real processes on the machine,
+// frozen in their own v2 group: attached to freeze's own process (own),
+// and attached to every task, as the reader was before (every-task), in
+// one run, so that their ratio carries over to other hosts.
+//
+//	go test ./internal/gate -run '^$' -bench IdentityReaderBeside3000 -benchtime 50x
+func BenchmarkIdentityReaderBeside3000(b *testing.B) {
+	testenv.RequireLive(b, "the chain's pids cgroup")
+	g, err := Load(Config{Exempt: Exempt(proc.Default), Ahead: true})
+	if err != nil {
+		b.Skipf("the gate does not load here: %s", Explain(err))
+	}
+	defer g.Close()
+	if g.ident == nil {
+		b.Skipf("the identity reader does not load here: %v", g.Missing)
+	}
+	c := containtest.Start(b, containtest.Spec{Shape: containtest.Tree, Cap: 3000, HopCap: 1000000,
+		Timeout: 300 * time.Second, Interval: 100 * time.Millisecond, V2Group: true})
+	if n := c.WaitPopulation(3000, 200*time.Second); n < 3000 {
+		b.Fatalf("the chain reached %d of 3000", n)
+	}
+	if err := c.FreezeV2(60 * time.Second); err != nil {
+		b.Fatal(err)
+	}
+	every := func(p *ebpf.Program) (io.ReadCloser, error) {
+		l, err := link.AttachIter(link.IterOptions{Program: p})
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		return l.Open()
+	}
+	for _, bc := range []struct {
+		name string
+		open func(*ebpf.Program) (io.ReadCloser, error)
+	}{{"own", openOwnFiles}, {"every-task", every}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				r, err := bc.open(g.ident)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, r)
+				r.Close()
+				if err != nil || n == 0 {
+					b.Fatalf("read %d bytes: %v", n, err)
+				}
 			}
 		})
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -100,12 +103,7 @@ func (g *Gate) readBatch(files []File, ids []gateFileId, errs []error) {
 // readIdent runs the identity reader once: the kernel identity of every
 // descriptor freeze has open, by descriptor.
 func (g *Gate) readIdent() (map[uint32]gateFileId, error) {
-	l, err := link.AttachIter(link.IterOptions{Program: g.ident})
-	if err != nil {
-		return nil, fmt.Errorf("the identity reader: %w", err)
-	}
-	defer l.Close()
-	r, err := l.Open()
+	r, err := openOwnFiles(g.ident)
 	if err != nil {
 		return nil, fmt.Errorf("the identity reader: %w", err)
 	}
@@ -125,4 +123,86 @@ func (g *Gate) readIdent() (map[uint32]gateFileId, error) {
 		out[rec.Fd] = gateFileId{Ino: rec.Ino, Dev: rec.Dev}
 	}
 	return out, nil
+}
+
+// openOwnFiles attaches the identity reader to freeze's own process and
+// opens it (ownFilesLink).
+func openOwnFiles(prog *ebpf.Program) (io.ReadCloser, error) {
+	l, err := ownFilesLink(prog)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(l)
+	return openIter(l)
+}
+
+// ownFilesLink makes the identity reader's link, for freeze's own
+// process only, and returns its descriptor. A task_file iterator walks
+// every file of every task on the machine unless it is told which
+// process to walk (Linux 6.1's task parameter, union
+// bpf_iter_link_info's task.tid): beside a chain of 2,000 that walk was
+// most of the 4 ms a guard took to fill its gate, before anything was
+// held. The process is named by its pid in freeze's own pid namespace,
+// the one the iterator looks it up in (the opener's). Kernels before
+// 6.1 have no such parameter: the same four bytes are a map's
+// descriptor there, which a task iterator has no use for, or the link
+// is refused and made without them. Either way such a kernel walks
+// every task, as the reader always did, and the records are the same
+// (the program keeps freeze's own).
+func ownFilesLink(prog *ebpf.Program) (int, error) {
+	if fd, err := attachIterToProcess(prog, os.Getpid()); err == nil {
+		return fd, nil
+	}
+	all, err := link.AttachIter(link.IterOptions{Program: prog})
+	if err != nil {
+		return -1, err
+	}
+	defer all.Close()
+	return unix.FcntlInt(uintptr(all.FD()), unix.F_DUPFD_CLOEXEC, 0)
+}
+
+// attachIterToProcess makes an iterator link for prog with the task
+// parameter tid set to pid (cilium/ebpf's AttachIter takes only a map):
+// BPF_LINK_CREATE with bpf_iter_link_info. It returns the link's
+// descriptor.
+func attachIterToProcess(prog *ebpf.Program, pid int) (int, error) {
+	info := new([3]uint32) // union bpf_iter_link_info's task: tid, pid, pid_fd
+	info[0] = uint32(pid)
+	attr := linkCreateIter{
+		progFD:      uint32(prog.FD()),
+		attachType:  uint32(ebpf.AttachTraceIter),
+		iterInfo:    unsafe.Pointer(info),
+		iterInfoLen: 4, // tid alone: what Linux 5.10's union (a map fd) has room for
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfLinkCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno != 0 {
+		return -1, fmt.Errorf("BPF_LINK_CREATE of an iterator for process %d: %w", pid, errno)
+	}
+	unix.CloseOnExec(int(fd))
+	return int(fd), nil
+}
+
+// openIter opens an iterator link: reading the file runs the program.
+func openIter(linkFD int) (io.ReadCloser, error) {
+	attr := struct{ linkFD, flags uint32 }{linkFD: uint32(linkFD)}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, bpfIterCreate, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno != 0 {
+		return nil, fmt.Errorf("BPF_ITER_CREATE: %w", errno)
+	}
+	unix.CloseOnExec(int(fd))
+	return os.NewFile(fd, "bpf_iter"), nil
+}
+
+// The bpf(2) commands and the part of union bpf_attr that
+// BPF_LINK_CREATE reads for an iterator (include/uapi/linux/bpf.h).
+const (
+	bpfLinkCreate = 28
+	bpfIterCreate = 33
+)
+
+type linkCreateIter struct {
+	progFD, targetFD, attachType, flags uint32
+	iterInfo                            unsafe.Pointer // __aligned_u64: the gate is built for 64-bit only
+	iterInfoLen                         uint32
+	_                                   uint32
 }
