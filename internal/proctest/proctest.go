@@ -253,8 +253,13 @@ type Group struct {
 	OnPopulated func(populated bool)
 	// MoveErr, if set, decides a move's error before the move.
 	MoveErr func(pid int) error
-	rounds  int
-	method  freeze.Method
+	// Loose makes the group hold nothing, as the gate's set is in no
+	// group: its kill still reaches every member, but it never says it
+	// is populated, and a round waits for each member one by one, not
+	// for the group to empty.
+	Loose  bool
+	rounds int
+	method freeze.Method
 }
 
 // NewGroup makes an empty group over tr, as a cgroup2 group.
@@ -294,7 +299,7 @@ func (g *Group) Members() []int {
 func (g *Group) Method() freeze.Method   { return g.method }
 func (g *Group) Where() string           { return "fixture group" }
 func (g *Group) Freezes() bool           { return true }
-func (g *Group) Holds() bool             { return true }
+func (g *Group) Holds() bool             { return !g.Loose }
 func (g *Group) StopFirst() bool         { return true }
 func (g *Group) KillReachesAll() bool    { return true }
 func (g *Group) ThawHint() string        { return "nothing: a fixture" }
@@ -344,7 +349,7 @@ func (g *Group) Kill() error {
 }
 
 func (g *Group) Populated() (bool, error) {
-	populated := len(g.Members()) > 0
+	populated := len(g.Members()) > 0 && !g.Loose
 	if g.OnPopulated != nil {
 		g.OnPopulated(populated)
 	}

@@ -148,10 +148,22 @@ func Run(c Config, onRound func(Round)) (Outcome, error) {
 
 // deaths is what a round waits to see dead: exits watches the processes
 // waited for one by one (n of them, gone of which were gone already).
+// later are processes the group's kill reached that are not watched yet:
+// of thousands killed at once, a sample is watched while they die, and
+// the rest once the sample is gone (waitDeaths).
 type deaths struct {
 	exits   *proc.Exits
 	n, gone int
+	later   []proc.ID
 }
+
+// sampleSize is how many of the processes a group's kill reached are
+// watched while they die; the rest are opened once those are gone. A
+// pidfd_open and an epoll add for each of 2,000 killed at once, then an
+// epoll delete and a close at each death, were 29 ms of freeze's CPU
+// beside bomb-2000's dying chain (bench/README.md, 2026-12-05), CPU the
+// deaths wanted; opened after the sample, most find no process.
+const sampleSize = 64
 
 // kill is one round's killing: the group's own kill, then a pidfd
 // SIGKILL for each live match the group kill does not reach. It returns
@@ -184,6 +196,7 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 	// pidfd (Adopt), not opened again.
 	direct := !populated || !c.Group.Holds()
 	w := deaths{exits: c.FS.NewExits()}
+	var reached []proc.ID // killed by the group's kill, waited for one by one
 	for i, p := range res.Procs {
 		if i%256 == 0 {
 			c.progress(last, Progress{N: n, Live: r.Live, Signaled: r.Signaled, Waiting: w.n, Gone: w.gone, Took: time.Since(t0)})
@@ -198,8 +211,8 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 		}
 		if in && killReached && !groupKilled[p.ID] {
 			groupKilled[p.ID] = true
-			if waited && w.exits.WatchKilled(p.ID) {
-				w.gone++
+			if waited {
+				reached = append(reached, p.ID)
 			}
 			continue
 		}
@@ -225,7 +238,25 @@ func kill(c Config, res match.Result, populated bool, groupKilled map[proc.ID]bo
 			h.Close()
 		}
 	}
+	w.later = w.watchSample(reached)
 	return r, w, nil
+}
+
+// watchSample watches up to sampleSize of ids, spread evenly over them,
+// by pidfd alone (WatchKilled: they are killed already), and returns the
+// rest, to be watched once the sample is gone.
+func (w *deaths) watchSample(ids []proc.ID) (rest []proc.ID) {
+	step := max(len(ids)/sampleSize, 1)
+	for i, id := range ids {
+		if i%step != 0 || i/step >= sampleSize {
+			rest = append(rest, id)
+			continue
+		}
+		if w.exits.WatchKilled(id) {
+			w.gone++
+		}
+	}
+	return rest
 }
 
 // survivors lists who is left when the rounds ran out of rounds or time.
@@ -265,12 +296,24 @@ func survivors(c Config, last match.Result) (Outcome, error) {
 func waitDeaths(c Config, ds deaths, deadline time.Time, r Round, t0 time.Time, last *time.Time) {
 	// The deaths are waited for on pidfds, not by reading /proc: the
 	// reads took the CPU the dying chain needed (proc.Exits says how).
-	w, gone := ds.exits, ds.gone
+	w, gone, later := ds.exits, ds.gone, ds.later
 	asked := time.Now()
 	for {
 		populated, err := c.Group.Populated()
 		held := err == nil && populated
 		c.progress(last, Progress{N: r.N, Live: r.Live, Signaled: r.Signaled, Waiting: ds.n, Gone: gone, Group: held, Took: time.Since(t0)})
+		if w.Left() == 0 && len(later) > 0 {
+			// The sample is gone: the rest now, each checked against its
+			// start time (a pid freed by the deaths may be someone's
+			// already). Most find no process.
+			for _, id := range later {
+				if w.Watch(id) {
+					gone++
+				}
+			}
+			later = nil
+			continue
+		}
 		if !held && w.Left() == 0 {
 			return
 		}

@@ -2,6 +2,7 @@ package rounds_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -139,6 +140,7 @@ func TestALongRoundReportsItsProgress(t *testing.T) {
 // would otherwise stop the "kernel's" deaths with it).
 func dyingSlowly(t *testing.T, n int, gap time.Duration) (*proctest.Tree, *proctest.Group, []int) {
 	tr, g, pids := held(t, n-1)
+	slices.Sort(pids) // they die in the order of their pids, the chain's root first
 	for _, pid := range pids {
 		tr.SetState(pid, 'D', "do_exit")
 	}
@@ -235,5 +237,29 @@ func TestARoundLooksBeforeItJudgesItsWaitOver(t *testing.T) {
 	}
 	if len(seen) != 1 || seen[0].Signaled == 0 {
 		t.Fatalf("kill rounds %+v: want one round that signalled the %d (a second round means the first ended with deaths unseen)", seen, len(pids))
+	}
+}
+
+// Of thousands the group's kill reached, a round watches a sample while
+// they die and the rest once the sample is gone; it still waits for
+// every one of them, so no second round signals the dying again. 300
+// members of a group that holds none (as the gate's set), dying one
+// every 10 ms after the kill, in the order of their pids: the sample
+// (every fourth, from the first) is gone with 47 still to die, for half
+// a second.
+func TestARoundWaitsForAllItsGroupKilledBeyondTheSample(t *testing.T) {
+	tr, g, pids := dyingSlowly(t, 300, 10*time.Millisecond)
+	g.Loose = true
+	moveAll(g, pids)
+	c := config(t, tr, g, 3)
+	c.Wait = 1500 * time.Millisecond
+	c.Deadline = time.Now().Add(30 * time.Second)
+	var seen []rounds.Round
+	out, err := rounds.Run(c, func(r rounds.Round) { seen = append(seen, r) })
+	if err != nil || !out.Zero {
+		t.Fatalf("rounds: %v (zero %v, %d left)", err, out.Zero, len(tr.Live(tr.Target)))
+	}
+	if len(seen) != 1 || seen[0].Inside != len(pids) || seen[0].Signaled != 0 {
+		t.Fatalf("kill rounds %+v: want one round in which the group's kill reached all %d and none was signalled by pidfd (a second round means the first stopped waiting with some of them alive)", seen, len(pids))
 	}
 }
