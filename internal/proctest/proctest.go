@@ -253,6 +253,9 @@ type Group struct {
 	OnPopulated func(populated bool)
 	// MoveErr, if set, decides a move's error before the move.
 	MoveErr func(pid int) error
+	// OnKill runs at each Kill, before the group's kill: where a test
+	// starts what the kill sets off (the deaths of the killed).
+	OnKill func()
 	// Loose makes the group hold nothing, as the gate's set is in no
 	// group: its kill still reaches every member, but it never says it
 	// is populated, and a round waits for each member one by one, not
@@ -338,6 +341,9 @@ func (g *Group) Move(h *proc.Handle) error {
 func (g *Group) WaitFrozen(time.Time) error { return nil }
 
 func (g *Group) Kill() error {
+	if g.OnKill != nil {
+		g.OnKill()
+	}
 	g.tree.mu.Lock()
 	defer g.tree.mu.Unlock()
 	for pid := range g.members {
