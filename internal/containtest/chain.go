@@ -454,6 +454,23 @@ func (c *Chain) FreezeV2(within time.Duration) error {
 	}
 }
 
+// StartFrozenTree starts a tree chain capped at n in its own v2 group,
+// waits until it has n processes and freezes it: n real processes on a
+// quiet machine, for a benchmark to time its work beside. It fails tb
+// if the chain does not get there.
+func StartFrozenTree(tb testing.TB, n int) *Chain {
+	tb.Helper()
+	c := Start(tb, Spec{Shape: Tree, Cap: n, HopCap: 1000000, Timeout: 300 * time.Second,
+		Interval: 100 * time.Millisecond, V2Group: true})
+	if got := c.WaitPopulation(n, 200*time.Second); got < n {
+		tb.Fatalf("the chain reached %d of %d", got, n)
+	}
+	if err := c.FreezeV2(60 * time.Second); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 // Survivors lists every live process of the chain: members of its cgroup,
 // and anything running from its test cache wherever it has been moved.
 //

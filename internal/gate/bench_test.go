@@ -4,7 +4,6 @@ import (
 	"io"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -76,14 +75,7 @@ func BenchmarkIdentityReaderBeside3000(b *testing.B) {
 	if g.ident == nil {
 		b.Skipf("the identity reader does not load here: %v", g.Missing)
 	}
-	c := containtest.Start(b, containtest.Spec{Shape: containtest.Tree, Cap: 3000, HopCap: 1000000,
-		Timeout: 300 * time.Second, Interval: 100 * time.Millisecond, V2Group: true})
-	if n := c.WaitPopulation(3000, 200*time.Second); n < 3000 {
-		b.Fatalf("the chain reached %d of 3000", n)
-	}
-	if err := c.FreezeV2(60 * time.Second); err != nil {
-		b.Fatal(err)
-	}
+	containtest.StartFrozenTree(b, 3000)
 	every := func(p *ebpf.Program) (io.ReadCloser, error) {
 		l, err := link.AttachIter(link.IterOptions{Program: p})
 		if err != nil {

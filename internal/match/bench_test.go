@@ -64,14 +64,7 @@ func BenchmarkScan12000(b *testing.B) {
 // go test ./internal/match -run '^$' -bench ResolveDeleted3000 -benchtime 20x
 func BenchmarkResolveDeleted3000(b *testing.B) {
 	testenv.RequireLive(b, "the chain's pids cgroup")
-	c := containtest.Start(b, containtest.Spec{Shape: containtest.Tree, Cap: 3000, HopCap: 1000000,
-		Timeout: 300 * time.Second, Interval: 100 * time.Millisecond, V2Group: true})
-	if n := c.WaitPopulation(3000, 200*time.Second); n < 3000 {
-		b.Fatalf("the chain reached %d of 3000", n)
-	}
-	if err := c.FreezeV2(60 * time.Second); err != nil {
-		b.Fatal(err)
-	}
+	c := containtest.StartFrozenTree(b, 3000)
 	if err := os.Remove(c.Path); err != nil {
 		b.Fatal(err)
 	}
