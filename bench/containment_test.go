@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -678,21 +679,37 @@ func profile(t *testing.T, cmd string) {
 	if *perfCtl == "" {
 		return
 	}
-	ctl, err := os.OpenFile(filepath.Join(*perfCtl, "ctl"), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatalf("-perf: %v (make the FIFOs with mkfifo DIR/ctl DIR/ack, and run the benchmark under perf record --control fifo:DIR/ctl,DIR/ack)", err)
+	if err := perfControl(*perfCtl, cmd); err != nil {
+		t.Fatalf("-perf: %v", err)
 	}
+}
+
+// perfControl writes cmd to dir/ctl and reads perf's ack from dir/ack.
+// The ctl FIFO is opened without blocking: with no perf record reading
+// it, a blocking open would wait for one forever.
+func perfControl(dir, cmd string) error {
+	fd, err := unix.Open(filepath.Join(dir, "ctl"), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENXIO) {
+		return fmt.Errorf("no perf record reads %s: run the benchmark under perf record -D -1 --control fifo:%[1]s,%s", filepath.Join(dir, "ctl"), filepath.Join(dir, "ack"))
+	}
+	if err != nil {
+		return fmt.Errorf("%w (make the FIFOs with mkfifo %s %s)", err, filepath.Join(dir, "ctl"), filepath.Join(dir, "ack"))
+	}
+	ctl := os.NewFile(uintptr(fd), "ctl")
 	_, err = ctl.WriteString(cmd + "\n")
 	ctl.Close()
 	if err != nil {
-		t.Fatalf("-perf: %s: %v", cmd, err)
+		return fmt.Errorf("%s: %w", cmd, err)
 	}
-	ack, err := os.Open(filepath.Join(*perfCtl, "ack"))
+	ack, err := os.Open(filepath.Join(dir, "ack"))
 	if err != nil {
-		t.Fatalf("-perf: %v", err)
+		return err
 	}
 	defer ack.Close()
-	ack.Read(make([]byte, 16))
+	if _, err := ack.Read(make([]byte, 16)); err != nil {
+		return fmt.Errorf("%s: perf's ack: %w", cmd, err)
+	}
+	return nil
 }
 
 func killGroups(cs []*containtest.Chain) {
@@ -1087,9 +1104,20 @@ func TestProfileSpeaksPerfsControl(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// perf's side: ctl open for reading before the benchmark runs, as
+	// perf record opens it at its start.
+	fd, err := unix.Open(filepath.Join(dir, "ctl"), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		t.Fatal(err)
+	}
+	ctl := os.NewFile(uintptr(fd), "ctl")
 	got := make(chan string, 1)
-	go func() { // perf's side
-		b, _ := os.ReadFile(filepath.Join(dir, "ctl"))
+	go func() {
+		b, _ := io.ReadAll(ctl)
+		ctl.Close()
 		got <- string(b)
 		os.WriteFile(filepath.Join(dir, "ack"), []byte("ack\n\x00"), 0)
 	}()
@@ -1099,5 +1127,10 @@ func TestProfileSpeaksPerfsControl(t *testing.T) {
 	profile(t, "enable") // returns once perf's side acked
 	if s := <-got; s != "enable\n" {
 		t.Errorf("perf read %q from ctl, want %q", s, "enable\n")
+	}
+	// With no perf reading the FIFO, it says so at once, and does not
+	// wait for a reader forever.
+	if err := perfControl(dir, "disable"); err == nil || !strings.Contains(err.Error(), "no perf record reads") {
+		t.Errorf("with no reader on ctl: %v, want an error that says no perf record reads it", err)
 	}
 }
