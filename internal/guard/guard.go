@@ -121,6 +121,7 @@ type Guard struct {
 	log      *os.File
 	logMu    sync.Mutex
 	queue    chan request
+	acks     *acker
 	uid      int
 	stats    stats
 	brake    brake
@@ -149,7 +150,7 @@ type request struct {
 // guard per directory), reads and writes the ledger, and opens the FIFO
 // and the socket. Nothing is read until Serve.
 func Arm(c Config) (*Guard, error) {
-	g := &Guard{c: c, queue: make(chan request, queueLen), uid: os.Geteuid()}
+	g := &Guard{c: c, queue: make(chan request, queueLen), uid: os.Geteuid(), acks: newAcker(c.RunDir)}
 	if err := os.MkdirAll(c.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
@@ -252,6 +253,7 @@ func (g *Guard) Close() error {
 		g.fifo.Close()
 		os.Remove(g.fifo.Name())
 	}
+	g.acks.wait()
 	os.Remove(filepath.Join(g.c.RunDir, HeartbeatName))
 	if g.lock != nil {
 		safedir.WriteFile(filepath.Join(g.c.RunDir, stateName), []byte(fmt.Sprintf("stopped %d\n", os.Getpid())), 0o600)
@@ -318,7 +320,10 @@ func (g *Guard) beat() {
 	if ok, why := g.brake.armed(); !ok {
 		s += "auto: disarmed: " + why + "\n"
 	}
-	safedir.WriteFile(filepath.Join(g.c.RunDir, HeartbeatName), []byte(s), 0o600)
+	// Not made durable: a heartbeat means nothing once the guard is
+	// gone, and an fsync every 5 s would wait on the disk, during an
+	// incident too.
+	safedir.WriteStatus(filepath.Join(g.c.RunDir, HeartbeatName), []byte(s), 0o600)
 }
 
 // Alive reports whether the guard's heartbeat is younger than three of
@@ -357,17 +362,9 @@ func (g *Guard) readFIFO() {
 		if len(r.words) == 0 {
 			continue
 		}
-		g.ack("received", r.line)
+		g.acks.post("received", r.line)
 		g.enqueue(r)
 	}
-}
-
-// ack writes the FIFO's answer file whole (a rename: a reader sees the
-// old line or the new one, never a part).
-func (g *Guard) ack(state, line string) {
-	path := filepath.Join(g.c.RunDir, AckName)
-	msg := fmt.Sprintf("%d %s %s\n", time.Now().Unix(), state, strings.ReplaceAll(line, "\n", " "))
-	safedir.WriteFile(path, []byte(msg), 0o600)
 }
 
 // readLine reads one line; a line longer than MaxLine is read to its end
@@ -480,7 +477,7 @@ func (g *Guard) handle(ctx context.Context, r request) {
 	}
 	g.c.Say(fmt.Sprintf("request from %s (uid %d): %s", r.source, r.uid, r.line))
 	if r.source == "fifo" {
-		g.ack("running", r.line)
+		g.acks.post("running", r.line)
 	}
 	t0 := time.Now()
 	if len(r.words) == 1 && r.words[0] == RearmWord && r.source == "fifo" {
@@ -489,7 +486,7 @@ func (g *Guard) handle(ctx context.Context, r request) {
 	}
 	res := g.run(ctx, Asked{Words: r.words, Source: r.source, Judged: r.judged}, stdout, stderr)
 	if r.source == "fifo" {
-		g.ack(fmt.Sprintf("done exit %d %s", res.Code(), res.Outcome), r.line)
+		g.acks.now(fmt.Sprintf("done exit %d %s", res.Code(), res.Outcome), r.line)
 	}
 	if r.conn != nil {
 		ow.Flush()
@@ -514,7 +511,7 @@ func (g *Guard) rearm(r request) {
 		g.beat()
 		g.c.Say("auto: re-armed by " + RearmWord + " (the FIFO)")
 	}
-	g.ack("done exit 0 "+state, r.line)
+	g.acks.now("done exit 0 "+state, r.line)
 	g.record("request", &RequestLine{Source: r.source, UID: r.uid, Request: r.words, Outcome: state})
 }
 
@@ -548,7 +545,7 @@ func (g *Guard) refuse(r request, code int) {
 	}
 	g.c.Say(fmt.Sprintf("refused a request from %s (uid %d): %v", r.source, r.uid, r.err))
 	if r.source == "fifo" {
-		g.ack(fmt.Sprintf("refused exit %d", code), r.line)
+		g.acks.now(fmt.Sprintf("refused exit %d", code), r.line)
 	}
 	g.record("refused", &RefusedLine{Source: r.source, UID: r.uid, PID: r.pid, Text: r.line, Error: r.err.Error(), Exit: code})
 }

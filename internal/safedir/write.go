@@ -22,8 +22,22 @@ import (
 // file a user names or can reach (--report, the metrics file): a user's
 // symlink in a world-writable directory must not make root truncate a
 // file of its choosing, and a temporary file chmodded by name can be
-// swapped before the chmod.
+// swapped before the chmod. The data is on disk (fsync) before the
+// rename.
 func WriteFile(path string, data []byte, mode os.FileMode) error {
+	return writeFile(path, data, mode, true)
+}
+
+// WriteStatus is WriteFile without the fsync, for a status file whose
+// line means nothing once its writer is gone (the guard's ack and
+// heartbeat): a reader still never sees half a file, and nothing waits
+// on the disk. Each fsync there cost 68 and 97 ms under a churning chain
+// (perf trace), where a request's run waited for two.
+func WriteStatus(path string, data []byte, mode os.FileMode) error {
+	return writeFile(path, data, mode, false)
+}
+
+func writeFile(path string, data []byte, mode os.FileMode, durable bool) error {
 	dir, base := filepath.Split(filepath.Clean(path))
 	if dir == "" {
 		dir = "."
@@ -48,7 +62,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 	if err == nil {
 		err = unix.Fchmod(fd, uint32(mode.Perm()))
 	}
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

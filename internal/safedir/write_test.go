@@ -31,8 +31,9 @@ func TestTheWriterRefusesWhatAUserPlanted(t *testing.T) {
 		return world{base, shared, victim}
 	}
 	writers := map[string]func(string) error{
-		"WriteFile": func(p string) error { return WriteFile(p, []byte("{}\n"), 0o644) },
-		"Append":    func(p string) error { return Append(p, []byte("row\n"), 0o644) },
+		"WriteFile":   func(p string) error { return WriteFile(p, []byte("{}\n"), 0o644) },
+		"WriteStatus": func(p string) error { return WriteStatus(p, []byte("{}\n"), 0o644) },
+		"Append":      func(p string) error { return Append(p, []byte("row\n"), 0o644) },
 		"Open": func(p string) error {
 			f, err := Open(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 			if err == nil {
