@@ -1,6 +1,7 @@
 package freeze
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -534,6 +535,16 @@ func (s *Spare) take() *gate.Gate {
 	g := s.g
 	s.g = nil
 	return g
+}
+
+// Tasks lists every process with the spare's task iterator (gate.Tasks),
+// before a run takes it: a request's checks read the processes in one
+// pass. An error when there is no spare, or its iterator cannot run.
+func (s *Spare) Tasks(buf []proc.Task) ([]proc.Task, error) {
+	if s == nil || s.g == nil {
+		return buf, errors.New("no spare gate")
+	}
+	return s.g.Tasks(buf)
 }
 
 // Close unloads a spare nobody took.

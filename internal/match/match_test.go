@@ -5,12 +5,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"freeze/internal/containtest"
 	"freeze/internal/exefile"
+	"freeze/internal/gate"
 	"freeze/internal/proc"
 	"freeze/internal/testenv"
 )
@@ -389,6 +391,10 @@ func TestResolveDeletedTakesTheFileMostRun(t *testing.T) {
 	if err := os.Rename(gen+".new", gen); err != nil {
 		t.Fatal(err)
 	}
+	second, err := proc.StatFile(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
 	start(gen, 2)
 	running(gen, 5)
 	if err := os.Remove(gen); err != nil {
@@ -397,6 +403,24 @@ func TestResolveDeletedTakesTheFileMostRun(t *testing.T) {
 	tg, others, err := ResolveDeleted(proc.Default, gen)
 	if err != nil || tg.File.Dev != old.Dev || tg.File.Ino != old.Ino || others != 2 {
 		t.Errorf("ResolveDeleted(%s) = file %d:%d, %d others, %v; want the first build %d:%d and 2 others", gen, tg.File.Dev, tg.File.Ino, others, err, old.Dev, old.Ino)
+	}
+	// The same from the gate's task iterator (a guard's spare), where
+	// it loads: the same file, the same count. Then from its records
+	// without the second build's two processes: no others, so the
+	// records, not /proc, are what was counted.
+	tasks := gateTasks(t)
+	if tasks != nil {
+		tg, others, err = ResolveDeletedFrom(proc.Default, tasks, gen)
+		if err != nil || tg.File.Dev != old.Dev || tg.File.Ino != old.Ino || tg.Mode.Perm() != 0o755 || tg.ExePID == 0 || others != 2 {
+			t.Errorf("ResolveDeletedFrom(%s) from the task iterator = file %+v mode %v pid %d, %d others, %v; want the first build %+v and 2 others", gen, tg.File, tg.Mode, tg.ExePID, others, err, old)
+		}
+		firstOnly := func(buf []proc.Task) ([]proc.Task, error) {
+			all, err := tasks(buf)
+			return slices.DeleteFunc(all, func(tk proc.Task) bool { return tk.Exe.Ino == second.Ino }), err
+		}
+		if _, others, err = ResolveDeletedFrom(proc.Default, firstOnly, gen); err != nil || others != 0 {
+			t.Errorf("ResolveDeletedFrom(%s) from records without the second build = %d others, %v; want 0: the records were not what it counted", gen, others, err)
+		}
 	}
 
 	// A hard link keeps the file: its exec'd name reads "(deleted)",
@@ -421,4 +445,27 @@ func TestResolveDeletedTakesTheFileMostRun(t *testing.T) {
 	if err != nil || tg.File.Dev != f.Dev || tg.File.Ino != f.Ino || others != 0 {
 		t.Errorf("ResolveDeleted(%s), the file kept by a hard link = file %d:%d, %d others, %v; want %d:%d and none", kept, tg.File.Dev, tg.File.Ino, others, err, f.Dev, f.Ino)
 	}
+	if tasks != nil {
+		tg, others, err = ResolveDeletedFrom(proc.Default, tasks, kept)
+		if err != nil || tg.File.Dev != f.Dev || tg.File.Ino != f.Ino || others != 0 {
+			t.Errorf("ResolveDeletedFrom(%s) from the task iterator, the file kept by a hard link = file %d:%d, %d others, %v; want %d:%d and none", kept, tg.File.Dev, tg.File.Ino, others, err, f.Dev, f.Ino)
+		}
+	}
+}
+
+// gateTasks is the task iterator of a gate loaded ahead, as a guard's
+// spare is, closed at the test's end; nil, said, where it does not load.
+func gateTasks(t *testing.T) TaskSource {
+	g, err := gate.Load(gate.Config{Ahead: true})
+	if err != nil {
+		t.Logf("no gate here (%v): the task iterator's resolve is not checked", err)
+		return nil
+	}
+	t.Cleanup(func() { g.Close() })
+	g.LoadExtras()
+	if !g.CanScan() {
+		t.Logf("the scan iterator does not load here: %v; the task iterator's resolve is not checked", g.Missing)
+		return nil
+	}
+	return g.Tasks
 }

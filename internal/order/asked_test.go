@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"freeze/internal/freeze"
 	"freeze/internal/proc"
 	"freeze/internal/say"
+	"freeze/internal/testenv"
 )
 
 // A request's relative --timeline is refused by the guard, which cannot
@@ -91,6 +93,45 @@ func TestCgroupScopeForms(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err == nil {
 		if got, _ := cgroupScope(o, "/sys/fs/cgroup/pids/test-group"); got != "/test-group" {
 			t.Errorf("a v1 pids hierarchy's directory reads as %q, want /test-group", got)
+		}
+	}
+}
+
+// A guard's spare is taken before a request's checks (its task iterator
+// resolves a deleted --path); a request the checks refuse unloads it,
+// where it would otherwise hold its programs until the guard ends. The
+// two refusals: a usage error, and a judged file replaced since.
+func TestARefusedRequestUnloadsTheSpareItTook(t *testing.T) {
+	testenv.RequireRoot(t, "a spare gate")
+	if ok, why := freeze.GateLoads(); !ok {
+		t.Skipf("the gate does not load here: %s", why)
+	}
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	judged := proc.File{Dev: 1, Ino: 1} // not the tool's: refused as replaced
+	for name, words := range map[string][]string{
+		"usage":    {"--path", filepath.Join(dir, "none")},
+		"replaced": {"--path", tool, "--timeline", filepath.Join(dir, "t.jsonl")},
+	} {
+		sp, err := freeze.LoadSpare()
+		if err != nil {
+			t.Fatalf("%s: load a spare: %v", name, err)
+		}
+		t.Cleanup(sp.Close)
+		var j *proc.File
+		if name == "replaced" {
+			j = &judged
+		}
+		var said bytes.Buffer
+		res := Asked(context.Background(), say.Out{Stdout: &said, Stderr: &said}, words, j, func() *freeze.Spare { return sp })
+		if res.Code() == 0 {
+			t.Fatalf("%s: exit 0, want a refusal:\n%s", name, said.String())
+		}
+		if _, err := sp.Tasks(nil); err == nil {
+			t.Errorf("%s: the request was refused (exit %d) and the spare it took still answers: not unloaded", name, res.Code())
 		}
 	}
 }

@@ -50,6 +50,9 @@ type Flags struct {
 	rounds             int
 	timeout            time.Duration
 	timeline           string
+	// tasks, when set, lists the processes for a deleted --path's
+	// resolve (a guard's spare gate), where /proc is read otherwise.
+	tasks match.TaskSource
 }
 
 // Local says the request runs in this process whatever guard runs: the
@@ -69,7 +72,9 @@ func (f Flags) Timeline() string { return f.timeline }
 // going to the asker. judged, if not nil, is the file an automatic
 // request judged: the words must still name it. ctx is the request's
 // (the guard's: its SIGTERM ends a run between two steps). spare hands the run the
-// gate a guard loaded ahead, once the request has passed its checks.
+// gate a guard loaded ahead: taken before the checks, whose resolve of a
+// deleted --path lists the processes with its task iterator, and unloaded
+// when they refuse the request.
 func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, spare func() *freeze.Spare) stop.Report {
 	f, code := Parse(o, words)
 	if code >= 0 {
@@ -82,19 +87,29 @@ func Asked(ctx context.Context, o say.Out, words []string, judged *proc.File, sp
 		o.Hintf("give an absolute path, for example --timeline /var/tmp/freeze/stop.jsonl")
 		return stop.Report{Outcome: timeline.StepUsage}
 	}
+	// The spare is taken before the checks: its task iterator lists the
+	// processes for a deleted --path in one pass. A request refused
+	// after this unloads it (the guard loads the next while idle).
+	var sp *freeze.Spare
+	if spare != nil {
+		sp = spare()
+	}
+	if sp != nil {
+		f.tasks = sp.Tasks
+	}
 	req, code := f.Request(o)
 	if code != 0 {
+		sp.Close()
 		return stop.Report{Outcome: outcomeOf(code)}
 	}
 	if j := judged; j != nil && (len(req.Spec.Targets) != 1 || req.Spec.Targets[0].File.Dev != j.Dev || req.Spec.Targets[0].File.Ino != j.Ino) {
 		// The guard judged one file; between its judging and this
 		// resolve, the path's owner could have put another there.
+		sp.Close()
 		o.Errorf("refused: %s is no longer the file the guard judged (device %d, inode %d); nothing was changed", f.paths[0], j.Dev, j.Ino)
 		return stop.Report{Outcome: timeline.StepRefused}
 	}
-	if spare != nil {
-		req.Spare = spare()
-	}
+	req.Spare = sp
 	return Run(ctx, o, f, req)
 }
 
@@ -340,7 +355,7 @@ func (f Flags) pathTarget(o say.Out, p string) (match.Target, int) {
 	case errors.Is(err, fs.ErrNotExist):
 		// The test cache removed under its chain: the file is gone,
 		// and its processes still run it.
-		d, others, derr := match.ResolveDeleted(proc.Default, p)
+		d, others, derr := match.ResolveDeletedFrom(proc.Default, f.tasks, p)
 		if derr != nil {
 			o.Errorf("--path %s: no such file, and no live process runs a deleted file of that name", p)
 			if !sayRunning(o, p) {
