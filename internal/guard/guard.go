@@ -45,7 +45,8 @@ const (
 	AskName = "ask" // the FIFO: one request per line
 	// AckName is the FIFO's answer, one line a shell's builtins read
 	// (read -r l < ack): the last request's state, "TIME received LINE",
-	// then "TIME running LINE", then "TIME done exit N OUTCOME LINE". A
+	// then "TIME running LINE", then "TIME done exit N OUTCOME LINE"
+	// (a state followed at once by the next may never show). A
 	// FIFO's writer learns nothing else: a request lost between the
 	// writer and the queue went unnoticed (#34).
 	AckName    = "ack"
