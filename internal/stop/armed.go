@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
+	"freeze/internal/match"
 )
 
 // Armed is the armed form of a run, as a guard keeps it between
@@ -23,13 +24,16 @@ type Armed struct {
 	GateWhy string
 }
 
-// Arm locks the process's memory, probes the gate and loads a spare
-// where it loads; say prints the guard's own lines.
+// Arm locks the process's memory, reads the system's program
+// directories (the judge's, match.LoadSystem: the first request would
+// read them otherwise, and the first is the incident's), probes the gate
+// and loads a spare where it loads; say prints the guard's own lines.
 func Arm(say func(string)) *Armed {
 	debug.SetGCPercent(100)
 	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE | unix.MCL_ONFAULT); err != nil {
 		say(fmt.Sprintf("warning: mlockall: %v; the guard's memory may be paged out", err))
 	}
+	match.LoadSystem()
 	ok, why := freeze.GateLoads()
 	r := &Armed{GateOK: ok, GateWhy: why}
 	say(fmt.Sprintf("gate: %s: %s", map[bool]string{true: "loads", false: "not available"}[r.GateOK], r.GateWhy))
