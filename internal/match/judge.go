@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/proc"
 )
@@ -24,20 +27,67 @@ var systemBins = []string{"/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/
 
 type fileKey struct{ dev, ino uint64 }
 
-var (
-	systemOnce   sync.Once
-	system       map[fileKey]string
-	systemLoaded atomic.Bool
-)
+// systemTable is the identities of the system's daemons and
+// interpreters, read from its program directories and read again when
+// one of them changed: a guard reads it when armed and may live for
+// months, and a package upgrade renames a new file over a daemon's name,
+// which the table read before would not know (the upgraded cron judged a
+// user's chain). A directory changed in the second before a read may
+// change again with the same time (the clock a file system stamps with
+// is coarse): then the next look reads it again, as git does with a
+// racily clean index.
+type systemTable struct {
+	mu     sync.Mutex
+	dirs   []string
+	stamps []dirStamp
+	racy   bool
+	byFile map[fileKey]string // replaced whole, never changed: read without mu
+	loaded atomic.Bool
+}
+
+// dirStamp is what changes when a directory's entries change.
+type dirStamp struct {
+	dev, ino     uint64
+	mtime, ctime int64 // ns
+}
+
+var system = &systemTable{dirs: systemBins}
+
+// load returns the table, read again if a directory changed since.
+func (s *systemTable) load() map[fileKey]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UnixNano()
+	st, newest := stampsOf(s.dirs)
+	if s.byFile == nil || s.racy || !slices.Equal(st, s.stamps) {
+		s.byFile, s.stamps = systemIdentities(s.dirs), st
+		s.racy = now-newest < int64(time.Second)
+		s.loaded.Store(true)
+	}
+	return s.byFile
+}
+
+func stampsOf(dirs []string) (st []dirStamp, newest int64) {
+	for _, d := range dirs {
+		var x unix.Stat_t
+		if unix.Stat(d, &x) != nil {
+			st = append(st, dirStamp{})
+			continue
+		}
+		s := dirStamp{dev: x.Dev, ino: x.Ino, mtime: x.Mtim.Nano(), ctime: x.Ctim.Nano()}
+		newest = max(newest, s.mtime) // what an entry's change sets
+		st = append(st, s)
+	}
+	return st, newest
+}
 
 // SystemFile names the system daemon or interpreter that f is, by
 // identity (device and inode): one of Daemons or Interpreters (or a
 // versioned name, python3.11) installed in the system's program
-// directories, read once. A file elsewhere that happens to have such a
-// name is not one.
+// directories, read again whenever one of them changed. A file elsewhere
+// that happens to have such a name is not one.
 func SystemFile(f proc.File) (string, bool) {
-	LoadSystem()
-	name, ok := system[fileKey{f.Dev, f.Ino}]
+	name, ok := system.load()[fileKey{f.Dev, f.Ino}]
 	return name, ok
 }
 
@@ -45,16 +95,12 @@ func SystemFile(f proc.File) (string, bool) {
 // SystemFile would at its first call: an armed guard reads them before
 // its first request, which is the incident's (its start-up was 4.8-6.1
 // ms against 1.1-1.6 for the requests after it, on an idle machine).
-func LoadSystem() {
-	systemOnce.Do(func() {
-		system = systemIdentities(systemBins)
-		systemLoaded.Store(true)
-	})
-}
+// Later calls cost a stat of each directory.
+func LoadSystem() { system.load() }
 
 // SystemLoaded reports whether the system's program directories were
 // read already.
-func SystemLoaded() bool { return systemLoaded.Load() }
+func SystemLoaded() bool { return system.loaded.Load() }
 
 func systemIdentities(dirs []string) map[fileKey]string {
 	out := map[fileKey]string{}
