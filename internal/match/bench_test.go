@@ -71,14 +71,17 @@ func BenchmarkResolveDeleted3000(b *testing.B) {
 	if err := os.Remove(c.Path); err != nil {
 		b.Fatal(err)
 	}
-	g, err := gate.Load(gate.Config{Ahead: true})
-	if err != nil {
-		b.Fatalf("no gate here: %v", err)
-	}
-	defer g.Close()
-	g.LoadExtras()
-	if !g.CanScan() {
-		b.Fatalf("the scan iterator does not load here: %v", g.Missing)
+	// Without a gate's scan iterator, only /proc is measured.
+	var fromGate TaskSource
+	if g, err := gate.Load(gate.Config{Ahead: true}); err != nil {
+		b.Logf("no gate here (%v): /proc only", err)
+	} else {
+		defer g.Close()
+		if g.LoadExtras(); g.CanScan() {
+			fromGate = g.Tasks
+		} else {
+			b.Logf("the scan iterator does not load here (%v): /proc only", g.Missing)
+		}
 	}
 	resolve := func(b *testing.B, tasks TaskSource) time.Duration {
 		t0 := time.Now()
@@ -87,13 +90,19 @@ func BenchmarkResolveDeleted3000(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	firstGate := resolve(b, g.Tasks)
+	var firstGate time.Duration
+	if fromGate != nil {
+		firstGate = resolve(b, fromGate)
+	}
 	firstProc := resolve(b, nil)
 	for _, r := range []struct {
 		name  string
 		tasks TaskSource
 		first time.Duration
-	}{{"proc", nil, firstProc}, {"gate", g.Tasks, firstGate}} {
+	}{{"proc", nil, firstProc}, {"gate", fromGate, firstGate}} {
+		if r.name == "gate" && r.tasks == nil {
+			continue
+		}
 		b.Run(r.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				resolve(b, r.tasks)
