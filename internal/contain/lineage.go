@@ -157,7 +157,7 @@ func startLineage(root int) *lineage {
 		return nil
 	}
 	l := &lineage{fd: fd, wake: wake, procs: map[int]*ancestor{}, done: make(chan struct{}), buf: make([]byte, 64<<10), live: true}
-	l.procs[root] = describe(root, os.Getpid())
+	l.procs[root], _ = describe(root, os.Getpid())
 	go l.read()
 	return l
 }
@@ -248,8 +248,8 @@ func (l *lineage) laterExec(tgid int, queuedBefore bool, d *ancestor) bool {
 	if !l.live || len(l.queue) >= maxQueued || !l.drain() || !l.queuedExec(tgid) {
 		return false
 	}
-	again := describe(tgid, d.Parent)
-	return again.Exe == d.Exe && slices.Equal(again.Args, d.Args)
+	again, mixed := describe(tgid, d.Parent)
+	return !mixed && again.Exe == d.Exe && slices.Equal(again.Args, d.Args)
 }
 
 // event takes one process event: a fork copies the parent's entry to
@@ -297,9 +297,9 @@ func (l *lineage) event(what uint32, body []byte) {
 			// check ends set its argv microseconds before: the window
 			// left.
 			before := l.queuedExec(tgid)
-			d := describe(tgid, p.Parent)
+			d, mixed := describe(tgid, p.Parent)
 			read := readOf(tgid, p.Comm, d)
-			if l.laterExec(tgid, before, d) {
+			if mixed || l.laterExec(tgid, before, d) {
 				read = execAgain
 			}
 			switch read {
@@ -433,21 +433,37 @@ func commOf(path string) string {
 	return b
 }
 
+// betweenReads, where a test sets it, runs between describe's read of
+// a process's executable and its read of the argv.
+var betweenReads func(pid int)
+
 // describe reads what a process runs: its executable, argv and working
-// directory.
-func describe(pid, parent int) *ancestor {
-	a := &ancestor{PID: pid, Parent: parent}
+// directory. mixed says that the executable changed while it read: an
+// exec came between the reads, so the argv may be the next program's
+// while the executable is this one's (rehearsal 72, the 6.12 boot
+// under emulation: a shell that started a helper and exec'd true was
+// read as "true marker-arg", marked deleted as the shell's file was).
+// Which program each read saw cannot be told: a mixed read is not
+// taken for either.
+func describe(pid, parent int) (a *ancestor, mixed bool) {
+	a = &ancestor{PID: pid, Parent: parent}
 	dir := "/proc/" + strconv.Itoa(pid)
 	a.Exe, _ = os.Readlink(dir + "/exe")
+	if betweenReads != nil {
+		betweenReads(pid)
+	}
 	if b, err := os.ReadFile(dir + "/cmdline"); err == nil {
 		a.Args = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	}
+	if exe, err := os.Readlink(dir + "/exe"); err == nil && exe != a.Exe {
+		mixed = true
 	}
 	// The working directory only where it names something: a Go test
 	// binary's package. Each read is paid at every exec of the run.
 	if goTestRE().MatchString(a.Exe) || isMake(a.Exe) {
 		a.Dir, _ = os.Readlink(dir + "/cwd")
 	}
-	return a
+	return a, mixed
 }
 
 // stop ends the listening.

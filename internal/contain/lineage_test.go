@@ -113,6 +113,83 @@ func TestAnExecReadAsItsProcessWentIsNotTakenForIt(t *testing.T) {
 	}
 }
 
+// An exec that comes between the reads of one exec's executable and
+// argv is not taken for either program: rehearsal 72 (6.12 under
+// emulation) read the starter's executable, then the argv of the true
+// it exec'd at once, and named the helper's starter "true marker-arg
+// (deleted)" (the shell's file, removed since). A real shell copy,
+// named starter, waits on a pipe to exec a sleeper copy; the test lets
+// it go between the two reads, and waits until it runs the copy.
+func TestAnExecBetweenTheReadsIsNotTakenForEither(t *testing.T) {
+	dir := t.TempDir()
+	starter := filepath.Join(dir, "starter")
+	sleeper := filepath.Join(dir, "sleeper")
+	for src, dst := range map[string]string{"/bin/sh": starter, "/bin/sleep": sleeper} {
+		if err := exefile.Copy(src, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(starter, "-c", "read x; exec "+sleeper+" 30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); w.Close(); cmd.Wait() })
+	runs := func(path, argv string) bool {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return exe == path && (argv == "" || string(b) == argv)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the process never %s", what)
+			}
+		}
+	}
+	waitFor("ran the starter", func() bool { return runs(starter, "") })
+
+	execs := 0
+	betweenReads = func(p int) {
+		if p != pid || execs > 0 {
+			return
+		}
+		execs++
+		if _, err := w.Write([]byte("go\n")); err != nil {
+			t.Errorf("letting the starter exec: %v", err)
+			return
+		}
+		waitFor("exec'd the sleeper", func() bool { return runs(sleeper, sleeper+"\x0030\x00") })
+	}
+	t.Cleanup(func() { betweenReads = nil })
+
+	shell := &ancestor{PID: 1000000, Exe: "/bin/sh", Args: []string{"sh", "-c", "x"}}
+	l := &lineage{procs: map[int]*ancestor{pid: {PID: pid, Parent: shell.PID, Exe: shell.Exe, Args: shell.Args, starter: shell}}}
+	ex := make([]byte, 8)
+	binary.NativeEndian.PutUint32(ex[0:], uint32(pid))
+	binary.NativeEndian.PutUint32(ex[4:], uint32(pid))
+	l.event(procEventExec, ex)
+	if execs != 1 {
+		t.Fatalf("the reads were not made with the exec between them (%d)", execs)
+	}
+	a := l.procs[pid]
+	got := startedBy([]ancestor{*a})
+	if !a.Unread || !a.Again || strings.Contains(got, sleeper) || strings.Contains(got, starter) || !strings.Contains(got, "(it exec'd again before freeze could read its argv; forked from: sh -c x)") {
+		t.Errorf("an exec read across the next: %+v, said %q; want neither program's argv taken", a, got)
+	}
+	// The same process read again, with no exec between: the sleeper's.
+	l.event(procEventExec, ex)
+	if a := l.procs[pid]; a.Unread || a.Exe != sleeper || len(a.Args) != 2 || a.Args[1] != "30" {
+		t.Errorf("an exec read with nothing between the reads: %+v, want the copy's argv", a)
+	}
+}
+
 // A child's rename (a comm event: prctl, never an exec) and exec events
 // that come before its parent's fork event (the kernel sends the fork's
 // after it wakes the child, which can run on another CPU first) are kept

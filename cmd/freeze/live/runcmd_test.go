@@ -294,7 +294,8 @@ func TestRunNamesTheStarterAsItWasAtTheFork(t *testing.T) {
 	// program it became. The exec's event carries no name (an exec sends
 	// no comm event), so freeze, seeing the next exec's event queued
 	// after its read, says "a program" whose argv it could not read
-	// (rehearsals 45 and 46). Where it lagged further, and found that
+	// (rehearsals 45 and 46); so it does where the exec came between its
+	// reads of the executable and the argv (rehearsal 72, 6.12). Where it lagged further, and found that
 	// program exiting (rehearsal 38, the same boot), it says it was gone
 	// before it could be read.
 	read := regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60 .*started by pid \d+ ` + regexp.QuoteMeta(gone) + ` -c [^;]* \(deleted\)`).MatchString(c.Stderr())
