@@ -61,7 +61,11 @@ func (s *systemTable) load() map[fileKey]string {
 	st, newest := stampsOf(s.dirs)
 	if s.byFile == nil || s.racy || !slices.Equal(st, s.stamps) {
 		s.byFile, s.stamps = systemIdentities(s.dirs), st
-		s.racy = now-newest < int64(time.Second)
+		// Within a second either way: a directory stamped ahead of
+		// the clock (a skewed clock at install, a touch) is changed
+		// next with the time then, so it is not racy, and is not read
+		// again at every look.
+		s.racy = now-newest < int64(time.Second) && newest-now < int64(time.Second)
 		s.loaded.Store(true)
 	}
 	return s.byFile
