@@ -343,6 +343,35 @@ func TestRefusePID1ByNameWhenItsExeIsUnreadable(t *testing.T) {
 	}
 }
 
+// A deleted file's process that exits between its count and its read
+// is not "no process runs it" (which says to check the path), but a
+// process gone mid-read, with "run freeze again". A fixture tree: the
+// records count pid 4242 running the unlinked file, whose exe link
+// names the path and then leads nowhere, as a process's does once it
+// exited.
+func TestResolveDeletedSaysAProcessThatWentMidRead(t *testing.T) {
+	root := t.TempDir()
+	path := "/srv/build/gen"
+	if err := os.MkdirAll(filepath.Join(root, "4242"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(path+" (deleted)", filepath.Join(root, "4242", "exe")); err != nil {
+		t.Fatal(err)
+	}
+	records := func(buf []proc.Task) ([]proc.Task, error) {
+		return append(buf, proc.Task{Stat: proc.Stat{PID: 4242}, Exe: proc.File{Dev: 1, Ino: 77}, HasExe: true}), nil
+	}
+	_, _, err := ResolveDeletedFrom(proc.FS{Root: root}, records, path)
+	if err == nil || errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "process 4242, which ran it, exited while freeze read it") || !strings.HasSuffix(err.Error(), "run freeze again") {
+		t.Errorf("a process gone mid-read: %v; want it named, run freeze again, and no ErrNotExist", err)
+	}
+	// With no process of the file at all: ErrNotExist, as before.
+	none := func(buf []proc.Task) ([]proc.Task, error) { return buf, nil }
+	if _, _, err := ResolveDeletedFrom(proc.FS{Root: root}, none, path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("no process runs it: %v, want ErrNotExist", err)
+	}
+}
+
 // ResolveDeleted takes the deleted file most processes run, and counts
 // the rest; a file whose exec'd name was removed while another link
 // kept it is found too (the fallback that reads every link). Each chain

@@ -110,7 +110,7 @@ func ResolveDeletedFrom(fs proc.FS, tasks TaskSource, path string) (t Target, ot
 	}
 	if pids == nil {
 		if pids, err = fs.PIDs(nil); err != nil {
-			return t, 0, err
+			return t, 0, fmt.Errorf("%s: listing the processes that may run it: %v", path, err)
 		}
 		count, first = deletedByFile(fs, pids, t.Path)
 	}
@@ -129,9 +129,12 @@ func ResolveDeletedFrom(fs proc.FS, tasks TaskSource, path string) (t Target, ot
 	}
 	// The identity stat(2) gives, which the match compares: a record's
 	// device is the kernel's, another on btrfs subvolumes and overlays.
+	// A process gone since it was counted is not "no process runs it"
+	// (fs.ErrNotExist, which the order says so): its error says to run
+	// freeze again, and wraps nothing.
 	f, err := fs.ExeFile(first[best])
 	if err != nil {
-		return t, 0, err
+		return t, 0, fmt.Errorf("%s: process %d, which ran it, exited while freeze read it (%v); run freeze again", path, first[best], err)
 	}
 	if f.Ino != best.Ino {
 		return t, 0, fmt.Errorf("%s: process %d, which ran it, is gone and its pid taken again; run freeze again", path, first[best])
@@ -139,7 +142,7 @@ func ResolveDeletedFrom(fs proc.FS, tasks TaskSource, path string) (t Target, ot
 	exe := fmt.Sprintf("%s/%d/exe", fs.Root, first[best])
 	st, err := os.Stat(exe)
 	if err != nil {
-		return t, 0, err
+		return t, 0, fmt.Errorf("%s: process %d, which ran it, exited while freeze read it (%v); run freeze again", path, first[best], err)
 	}
 	t.File, t.Mode, t.ExePID = f, st.Mode(), first[best]
 	var stx unix.Statx_t

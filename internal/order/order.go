@@ -356,6 +356,10 @@ func (f Flags) pathTarget(o say.Out, p string) (match.Target, int) {
 		// The test cache removed under its chain: the file is gone,
 		// and its processes still run it.
 		d, others, derr := match.ResolveDeletedFrom(proc.Default, f.tasks, p)
+		if derr != nil && !errors.Is(derr, fs.ErrNotExist) {
+			o.Errorf("--path %v", derr)
+			return t, timeline.ExitUsage
+		}
 		if derr != nil {
 			o.Errorf("--path %s: no such file, and no live process runs a deleted file of that name", p)
 			if !sayRunning(o, p) {
