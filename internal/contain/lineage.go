@@ -124,6 +124,18 @@ const (
 // (the command's pid). It needs CAP_NET_ADMIN; where it cannot listen it
 // returns nil, and leftovers are named without their ancestry.
 func startLineage(root int) *lineage {
+	l := listenLineage()
+	if l == nil {
+		return nil
+	}
+	l.procs[root], _ = describe(root, os.Getpid())
+	go l.read()
+	return l
+}
+
+// listenLineage opens and subscribes the connector's socket: a lineage
+// that holds no process yet, and whose events nothing reads yet.
+func listenLineage() *lineage {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_CONNECTOR)
 	if err != nil {
 		return nil
@@ -156,10 +168,7 @@ func startLineage(root int) *lineage {
 		unix.Close(fd)
 		return nil
 	}
-	l := &lineage{fd: fd, wake: wake, procs: map[int]*ancestor{}, done: make(chan struct{}), buf: make([]byte, 64<<10), live: true}
-	l.procs[root], _ = describe(root, os.Getpid())
-	go l.read()
-	return l
+	return &lineage{fd: fd, wake: wake, procs: map[int]*ancestor{}, done: make(chan struct{}), buf: make([]byte, 64<<10), live: true}
 }
 
 // read takes events until stop closes the socket.
@@ -248,8 +257,10 @@ func (l *lineage) laterExec(tgid int, queuedBefore bool, d *ancestor) bool {
 	if !l.live || len(l.queue) >= maxQueued || !l.drain() || !l.queuedExec(tgid) {
 		return false
 	}
+	// A read again that is itself mixed is not surely the later
+	// program: ambiguous still.
 	again, mixed := describe(tgid, d.Parent)
-	return !mixed && again.Exe == d.Exe && slices.Equal(again.Args, d.Args)
+	return mixed || again.Exe == d.Exe && slices.Equal(again.Args, d.Args)
 }
 
 // event takes one process event: a fork copies the parent's entry to

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"freeze/internal/exefile"
+
+	"golang.org/x/sys/unix"
 )
 
 // A process gone before freeze read what its exec ran is named by the
@@ -187,6 +189,87 @@ func TestAnExecBetweenTheReadsIsNotTakenForEither(t *testing.T) {
 	l.event(procEventExec, ex)
 	if a := l.procs[pid]; a.Unread || a.Exe != sleeper || len(a.Args) != 2 || a.Args[1] != "30" {
 		t.Errorf("an exec read with nothing between the reads: %+v, want the copy's argv", a)
+	}
+}
+
+// A later exec that came during the read (its event drained after it)
+// leaves the read ambiguous unless /proc read again, surely the later
+// program, differs from it; a read again that is itself across an exec
+// is not surely the later program, and the read stays ambiguous (not
+// taken). A real shell copy, starter, execs a second copy, mid, whose
+// event the socket then holds; mid execs a sleeper copy between the
+// reads of the read again.
+func TestAMixedReadAgainLeavesTheReadAmbiguous(t *testing.T) {
+	dir := t.TempDir()
+	starter, mid, sleeper := filepath.Join(dir, "starter"), filepath.Join(dir, "mid"), filepath.Join(dir, "sleeper")
+	for _, c := range [][2]string{{"/bin/sh", starter}, {"/bin/sh", mid}, {"/bin/sleep", sleeper}} {
+		if err := exefile.Copy(c[0], c[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(starter, "-c", "read x; exec "+mid+" -c 'read y; exec "+sleeper+" 30'")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); w.Close(); cmd.Wait() })
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the process never %s", what)
+			}
+		}
+	}
+	blockedIn := func(path string) func() bool {
+		return func() bool {
+			exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			i := strings.LastIndexByte(string(b), ')')
+			return exe == path && i > 0 && i+2 < len(b) && b[i+2] == 'S'
+		}
+	}
+	waitFor("waited in the starter", blockedIn(starter))
+
+	l := listenLineage()
+	if l == nil {
+		t.Skip("the process events connector cannot be listened to here (it needs CAP_NET_ADMIN)")
+	}
+	t.Cleanup(func() { unix.Close(l.fd); unix.Close(l.wake[0]); unix.Close(l.wake[1]) })
+	if _, err := w.Write([]byte("1\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("waited in mid", blockedIn(mid)) // its exec event is sent by now
+	first := &ancestor{PID: pid, Exe: starter, Args: []string{starter, "-c", "x"}}
+
+	execs := 0
+	betweenReads = func(p int) {
+		if p != pid || execs > 0 {
+			return
+		}
+		execs++
+		if _, err := w.Write([]byte("2\n")); err != nil {
+			t.Errorf("letting mid exec: %v", err)
+			return
+		}
+		waitFor("exec'd the sleeper", func() bool {
+			exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			return exe == sleeper && string(b) == sleeper+"\x0030\x00"
+		})
+	}
+	t.Cleanup(func() { betweenReads = nil })
+	later := l.laterExec(pid, false, first)
+	if execs != 1 {
+		t.Fatalf("the read again was not made with an exec between its reads (%d): the exec's event was not drained", execs)
+	}
+	if !later {
+		t.Errorf("a read again across an exec was taken as the later program, different from the read: the read was taken as the exec's")
 	}
 }
 
