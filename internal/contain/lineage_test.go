@@ -2,6 +2,7 @@ package contain
 
 import (
 	"encoding/binary"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,36 +127,18 @@ func TestAnExecBetweenTheReadsIsNotTakenForEither(t *testing.T) {
 	dir := t.TempDir()
 	starter := filepath.Join(dir, "starter")
 	sleeper := filepath.Join(dir, "sleeper")
-	for src, dst := range map[string]string{"/bin/sh": starter, "/bin/sleep": sleeper} {
-		if err := exefile.Copy(src, dst); err != nil {
+	for _, c := range [][2]string{{"/bin/sh", starter}, {"/bin/sleep", sleeper}} {
+		if err := exefile.Copy(c[0], c[1]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(starter, "-c", "read x; exec "+sleeper+" 30")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	w, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); w.Close(); cmd.Wait() })
+	pid, w := startPiped(t, starter, "-c", "read x; exec "+sleeper+" 30")
 	runs := func(path, argv string) bool {
 		exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 		return exe == path && (argv == "" || string(b) == argv)
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(2 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("the process never %s", what)
-			}
-		}
-	}
-	waitFor("ran the starter", func() bool { return runs(starter, "") })
+	waitUntil(t, "ran the starter", func() bool { return runs(starter, "") })
 
 	execs := 0
 	betweenReads = func(p int) {
@@ -167,7 +150,7 @@ func TestAnExecBetweenTheReadsIsNotTakenForEither(t *testing.T) {
 			t.Errorf("letting the starter exec: %v", err)
 			return
 		}
-		waitFor("exec'd the sleeper", func() bool { return runs(sleeper, sleeper+"\x0030\x00") })
+		waitUntil(t, "exec'd the sleeper", func() bool { return runs(sleeper, sleeper+"\x0030\x00") })
 	}
 	t.Cleanup(func() { betweenReads = nil })
 
@@ -207,25 +190,7 @@ func TestAMixedReadAgainLeavesTheReadAmbiguous(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(starter, "-c", "read x; exec "+mid+" -c 'read y; exec "+sleeper+" 30'")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	w, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); w.Close(); cmd.Wait() })
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(2 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("the process never %s", what)
-			}
-		}
-	}
+	pid, w := startPiped(t, starter, "-c", "read x; exec "+mid+" -c 'read y; exec "+sleeper+" 30'")
 	blockedIn := func(path string) func() bool {
 		return func() bool {
 			exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
@@ -234,7 +199,7 @@ func TestAMixedReadAgainLeavesTheReadAmbiguous(t *testing.T) {
 			return exe == path && i > 0 && i+2 < len(b) && b[i+2] == 'S'
 		}
 	}
-	waitFor("waited in the starter", blockedIn(starter))
+	waitUntil(t, "waited in the starter", blockedIn(starter))
 
 	l := listenLineage()
 	if l == nil {
@@ -244,7 +209,7 @@ func TestAMixedReadAgainLeavesTheReadAmbiguous(t *testing.T) {
 	if _, err := w.Write([]byte("1\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("waited in mid", blockedIn(mid)) // its exec event is sent by now
+	waitUntil(t, "waited in mid", blockedIn(mid)) // its exec event is sent by now
 	first := &ancestor{PID: pid, Exe: starter, Args: []string{starter, "-c", "x"}}
 
 	execs := 0
@@ -257,7 +222,7 @@ func TestAMixedReadAgainLeavesTheReadAmbiguous(t *testing.T) {
 			t.Errorf("letting mid exec: %v", err)
 			return
 		}
-		waitFor("exec'd the sleeper", func() bool {
+		waitUntil(t, "exec'd the sleeper", func() bool {
 			exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 			return exe == sleeper && string(b) == sleeper+"\x0030\x00"
@@ -270,6 +235,35 @@ func TestAMixedReadAgainLeavesTheReadAmbiguous(t *testing.T) {
 	}
 	if !later {
 		t.Errorf("a read again across an exec was taken as the later program, different from the read: the read was taken as the exec's")
+	}
+}
+
+// startPiped starts path with args in a process group of its own, its
+// stdin a pipe the test writes to; the group is killed at cleanup.
+func startPiped(t *testing.T, path string, args ...string) (pid int, w io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command(path, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid = cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); w.Close(); cmd.Wait() })
+	return pid, w
+}
+
+// waitUntil looks every 2 ms, for up to 10 s, until ok; then it fails
+// the test, saying what the process never did.
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the process never %s", what)
+		}
 	}
 }
 
