@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +41,6 @@ type systemTable struct {
 	stamps []dirStamp
 	racy   bool
 	byFile map[fileKey]string // replaced whole, never changed: read without mu
-	loaded atomic.Bool
 }
 
 // dirStamp is what changes when a directory's entries change.
@@ -66,7 +64,6 @@ func (s *systemTable) load() map[fileKey]string {
 		// next with the time then, so it is not racy, and is not read
 		// again at every look.
 		s.racy = now-newest < int64(time.Second) && newest-now < int64(time.Second)
-		s.loaded.Store(true)
 	}
 	return s.byFile
 }
@@ -104,7 +101,11 @@ func LoadSystem() { system.load() }
 
 // SystemLoaded reports whether the system's program directories were
 // read already.
-func SystemLoaded() bool { return system.loaded.Load() }
+func SystemLoaded() bool {
+	system.mu.Lock()
+	defer system.mu.Unlock()
+	return system.byFile != nil
+}
 
 func systemIdentities(dirs []string) map[fileKey]string {
 	out := map[fileKey]string{}
