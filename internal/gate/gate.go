@@ -129,10 +129,14 @@ type Gate struct {
 // Load loads what fixes the set (lineage, exec and the first form that
 // loads) and fills the maps; nothing runs until Attach. Call LoadExtras
 // after Attach for the iterators. Its errors say which kernel feature is
-// missing.
+// missing, or that freeze runs in a pid namespace of its own
+// (ErrPidNamespace).
 func Load(c Config) (*Gate, error) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		return nil, ErrUnsupported
+	}
+	if !initPidNS() {
+		return nil, ErrPidNamespace
 	}
 	t0 := time.Now()
 	action := uint32(unix.SIGSTOP)

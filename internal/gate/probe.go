@@ -48,7 +48,8 @@ var probed = []struct{ name, role string }{
 // Probe loads (and never attaches) each of the gate's programs on its
 // own, and says which load here. Its first Kind is the gate as a whole:
 // OK when a form loads with what it needs, naming the form Load would
-// take. Reading the kernel's config does not tell: many kernels build
+// take, and freeze runs in the host's pid namespace (else the programs
+// load, and Load refuses them: ErrPidNamespace). Reading the kernel's config does not tell: many kernels build
 // the BPF LSM without enabling it, and lockdown refuses trampolines on
 // others.
 func Probe(btfPath string) []Kind {
@@ -88,8 +89,12 @@ func Probe(btfPath string) []Kind {
 			}
 		}
 	}
-	if !whole.OK {
+	switch {
+	case !whole.OK:
 		whole.Why = "no form loads: " + firstFailure(out)
+	case !initPidNS():
+		// The programs load, but Load refuses to run them here.
+		whole.OK, whole.Why = false, ErrPidNamespace.Error()
 	}
 	return append([]Kind{whole}, out...)
 }

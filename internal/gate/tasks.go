@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -23,16 +21,18 @@ const recSize = int(unsafe.Sizeof(gateTaskRec{}))
 // units, rounded down.
 const nsPerTick = 1e9 / 100
 
-// ErrPidNamespace: the iterator reports the initial pid namespace's pids,
-// and freeze runs in another, whose /proc numbers them otherwise.
-var ErrPidNamespace = errors.New("freeze runs in a pid namespace of its own: its pids are not the kernel's")
+// ErrPidNamespace: freeze runs in a pid namespace of its own, whose pids
+// are not the kernel's. The gate's programs see the kernel's: the
+// identity reader knows freeze by its pid, the exemptions (freeze and its
+// ancestors) are pids, and the scan iterator reports pids, so Load and
+// the scan refuse there, and the run takes the cgroup methods. The gate
+// would also see every process of the file on the machine, where freeze
+// sees only its namespace's.
+var ErrPidNamespace = errors.New("freeze runs in a pid namespace of its own, whose pids are not the kernel's, and the gate names processes by the kernel's: run freeze in the host's pid namespace to use it (nsenter --target 1 --pid, or a pod with hostPID: true)")
 
-// initPidNS reports whether freeze runs in the initial pid namespace
-// (PROC_PID_INIT_INO), where the iterator's pids are /proc's.
-var initPidNS = sync.OnceValue(func() bool {
-	l, err := os.Readlink("/proc/self/ns/pid")
-	return err == nil && l == "pid:[4026531836]"
-})
+// initPidNS reports whether freeze runs in the initial pid namespace,
+// where the iterator's pids are /proc's.
+var initPidNS = proc.HostPidNS
 
 // Tasks lists every process (thread group) as /proc would show it, in one
 // pass of the gate's task iterator: pid, parent, start time, state, comm,
