@@ -83,6 +83,9 @@ func sayRun(o out, rep contain.Report, tl string, delay time.Duration) {
 			o.Sayf("run: what the group held when it first fired is not known: %s", rep.AtCapMissed)
 		}
 	}
+	if len(rep.Leftovers) > 0 && !rep.Lineage {
+		o.Sayf("run: the leftovers are named without who started them: %s", rep.LineageOff)
+	}
 	status := "nothing outlived it"
 	if n := len(rep.Leftovers); n > 0 {
 		status = fmt.Sprintf("%d process(es) outlived it and were killed", n)

@@ -91,8 +91,10 @@ type Report struct {
 	// AtCapMissed says what the looks saw when they named nothing.
 	AtCapMissed string
 	// Lineage: the process events connector recorded who started whom
-	// (root only); each leftover then names who started it.
-	Lineage bool
+	// (root only); each leftover then names who started it. LineageOff
+	// says why not.
+	Lineage    bool
+	LineageOff string
 	// Refused is how many forks the cap refused (pids.events); Peak the
 	// most tasks the group held (-1 unknown). On a v1 host it counts the
 	// thread of freeze's that forked CMD while CMD stopped at its exec:
@@ -221,11 +223,24 @@ func run(ctx context.Context, c Config) (Report, error) {
 	// Who starts whom, from before the command's first fork: rooted at
 	// freeze itself, whose one child is the command.
 	var lin *lineage
-	if os.Getenv("FREEZE_RUN_LINEAGE") != "off" { // off: to measure what it costs
-		lin = startLineage(os.Getpid())
+	switch {
+	case os.Getenv("FREEZE_RUN_LINEAGE") == "off": // to measure what it costs
+		rep.LineageOff = "FREEZE_RUN_LINEAGE=off"
+	case !proc.HostPidNS():
+		// The connector takes the listen and sends nothing: a run here
+		// named its leftovers without their starters, and did not say why.
+		rep.LineageOff = "freeze runs in a pid namespace of its own, and the kernel's process events connector reports to the host's only"
+	default:
+		if lin = startLineage(os.Getpid()); lin == nil {
+			rep.LineageOff = "the kernel's process events connector refused freeze's listen (it needs root: CAP_NET_ADMIN)"
+		}
 	}
 	defer lin.stop()
 	rep.Lineage = lin != nil
+	lineage := "on"
+	if !rep.Lineage {
+		lineage = "off: " + rep.LineageOff
+	}
 	env := os.Environ()
 	if c.NodeTestNames {
 		e, done, err := nodeEnv(env, c.StateDir, name)
@@ -241,7 +256,7 @@ func run(ctx context.Context, c Config) (Report, error) {
 		return rep, err
 	}
 	c.Rec.RecordOf(timeline.StageNone, timeline.StepRunStart, fmt.Sprintf("started %s as pid %d, capped by %s", show.ShellJoin(c.Command), cmd.Process.Pid, cp.why),
-		timeline.RunStart{HostInfo: timeline.Host(), Version: version.Get().String(), Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs, Start: how})
+		timeline.RunStart{HostInfo: timeline.Host(), Version: version.Get().String(), Command: c.Command, PID: cmd.Process.Pid, Cap: cp.kind, CapWhy: cp.why, Group: cp.pids, MaxProcs: c.MaxProcs, Start: how, Lineage: lineage})
 	r := newReaper(cmd.Process.Pid)
 	defer r.stop()
 	var atCap capWatch

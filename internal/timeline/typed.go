@@ -199,6 +199,9 @@ type RunStart struct {
 	// Start is how CMD was started: "direct" (by freeze itself, #51),
 	// else "helper: " and why not directly.
 	Start string `json:"start,omitempty"`
+	// Lineage is "on" where the run records who started whom, else
+	// "off: " and why (its leftovers are then named without starters).
+	Lineage string `json:"lineage,omitempty"`
 }
 
 // RunExit is how the command ended (StepRunExit): Status is its exit

@@ -623,6 +623,50 @@ func TestRunInsideAContainer(t *testing.T) {
 	}
 }
 
+// In a pid namespace of its own (unshare --pid) the kernel's process
+// events connector takes freeze's listen and sends it nothing: a run
+// there named its leftovers without who started them, and said nothing
+// of why. It says why now, and its record's run-start has the lineage
+// off, with the same reason.
+func TestRunInAPidNamespaceSaysWhyItsLeftoversHaveNoStarter(t *testing.T) {
+	nestsInHarness(t)
+	if _, err := os.Stat("/usr/bin/unshare"); err != nil {
+		t.Skip("no unshare (util-linux) to make the pid namespace")
+	}
+	bin := buildFreeze(t)
+	dir := t.TempDir()
+	sh := copyTool(t, dir, "sh")
+	sleep := copyTool(t, dir, "sleep")
+	tl := filepath.Join(dir, "run.jsonl")
+	// freeze is PID 1 of the namespace, which dies with it.
+	c, code := runUnder(t, []string{"/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "--",
+		bin, "run", "--wait-delay", "300ms", "-t", tl, "--", sh, "-c", sleep + " 60 >/dev/null 2>&1 &"}, 60*time.Second)
+	if code != 122 {
+		t.Fatalf("exit %d, want 122 (a leftover); stderr:\n%s", code, c.Stderr())
+	}
+	const why = "freeze runs in a pid namespace of its own"
+	if !regexp.MustCompile(`left behind: pid \d+ ` + regexp.QuoteMeta(sleep) + ` 60`).MatchString(c.Stderr()) {
+		t.Fatalf("the sleep is not named as left behind:\n%s", c.Stderr())
+	}
+	if !strings.Contains(c.Stderr(), "run: the leftovers are named without who started them: "+why) {
+		t.Errorf("the run does not say why its leftover has no starter:\n%s", c.Stderr())
+	}
+	events, err := timeline.ReadFile(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var start timeline.RunStart
+	if len(events) == 0 || events[0].Step != timeline.StepRunStart || events[0].Decode(&start) != nil {
+		t.Fatalf("the record does not open with its run-start: %+v", events)
+	}
+	if !strings.HasPrefix(start.Lineage, "off: "+why) {
+		t.Errorf("the run-start's lineage: %q, want it off because of the namespace", start.Lineage)
+	}
+	if left := running(t, sleep); len(left) > 0 {
+		t.Fatalf("the sleep is alive after freeze run returned: %v", left)
+	}
+}
+
 // killedRun starts freeze run -- SLEEP 60 with its state in state, kills
 // freeze with SIGKILL, and checks that the sleep outlived it.
 func killedRun(t *testing.T, bin, sleep, state string) {
