@@ -172,12 +172,12 @@ freeze's command line, split into words as a shell would split them
 ... hands its request to a running guard over DIR/guard.sock and prints
 the guard's progress and exit code; --no-guard runs it locally.
 
-DIR (default /run/freeze,
-                             or $FREEZE_RUN_DIR) is made the guard's own, mode 0700; the socket
-takes root and the guard's own user only (SO_PEERCRED). Requests run one
-after another, each with its own timeline; DIR/guard.log has one JSON
-line per start (unclean=1 after a guard that did not stop cleanly),
-request, refusal, and a census line a minute.
+DIR (default /run/freeze, or $FREEZE_RUN_DIR) is made the guard's own,
+mode 0700; the socket takes root and the guard's own user only
+(SO_PEERCRED). Requests run one after another, each with its own
+timeline; DIR/guard.log has one JSON line per start (unclean=1 after a
+guard that did not stop cleanly), request, refusal, and a census line a
+minute.
 
 Metrics: with --metrics-file PATH the guard takes a census every
 --metrics-every (default 15s) and after each request, and writes it to
