@@ -1,15 +1,11 @@
 package gate
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -58,13 +54,7 @@ func TestGateLoadsWithoutRaisingMemlock(t *testing.T) {
 			done <- result{nil, fmt.Errorf("PR_CAPBSET_DROP CAP_SYS_RESOURCE: %w", err)}
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestGateLoadsWithoutRaisingMemlock$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), "FREEZE_GATE_MEMLOCK_CHILD=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		out, err := cmd.CombinedOutput()
+		out, err := testenv.Child(t, "FREEZE_GATE_MEMLOCK_CHILD=1", nil)
 		done <- result{out, err}
 	}()
 	r := <-done

@@ -1,16 +1,13 @@
 package gate
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"freeze/internal/proc"
 	"freeze/internal/testenv"
@@ -32,20 +29,10 @@ func TestTheGateRefusesInAPidNamespaceOfItsOwn(t *testing.T) {
 	if k := Probe(""); !k[0].OK {
 		testenv.GateMissing(t, k[0].Why)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestTheGateRefusesInAPidNamespaceOfItsOwn$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "FREEZE_GATE_PIDNS_CHILD=1")
-	// The child is PID 1 of a new pid namespace; killed as a group (the
-	// namespace dies with its PID 1).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
+	// The child is PID 1 of a new pid namespace, which dies with it.
+	out, err := testenv.Child(t, "FREEZE_GATE_PIDNS_CHILD=1", &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID})
 	if err != nil {
-		t.Fatalf("the child in a pid namespace of its own: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestTheGateRefusesInAPidNamespaceOfItsOwn") {
-		t.Fatalf("the child did not say it passed:\n%s", out)
+		t.Fatalf("in a pid namespace of its own: %v\n%s", err, out)
 	}
 	t.Logf("%s", strings.TrimSpace(grepLine(string(out), "child: ")))
 }

@@ -1,15 +1,11 @@
 package stop
 
 import (
-	"context"
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"freeze/internal/match"
+	"freeze/internal/testenv"
 )
 
 // An armed guard has read the system's program directories (the judge's)
@@ -28,20 +24,8 @@ func TestArmReadsTheSystemsProgramsBeforeTheFirstRequest(t *testing.T) {
 		}
 		return
 	}
-	// In a group of its own, killed as a group if Arm hangs; -test.v,
-	// so that a child that ran no test (a pattern that matched none)
-	// is not taken for one that passed.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestArmReadsTheSystemsProgramsBeforeTheFirstRequest$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "FREEZE_TEST_ARM_CHILD=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	// In a group of its own, killed as a group if Arm hangs.
+	if out, err := testenv.Child(t, "FREEZE_TEST_ARM_CHILD=1", nil); err != nil {
 		t.Fatalf("the armed process: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestArmReadsTheSystemsProgramsBeforeTheFirstRequest") {
-		t.Fatalf("the armed process ran no such test:\n%s", out)
 	}
 }

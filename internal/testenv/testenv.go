@@ -10,8 +10,9 @@
 //     the test's own (its state in the test's directory).
 //   - vm: the kernel matrix, Debian's kernels under qemu.
 //
-// It must never decide a test's outcome: it skips and says why, and
-// makes the places a test needs (SearchableTempDir).
+// It must never decide a test's outcome: it skips and says why, makes
+// the places a test needs (SearchableTempDir), and runs a test again in a
+// child process of its own (Child), whose output the test judges.
 package testenv
 
 import (
