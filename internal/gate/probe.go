@@ -49,9 +49,9 @@ var probed = []struct{ name, role string }{
 // own, and says which load here. Its first Kind is the gate as a whole:
 // OK when a form loads with what it needs, naming the form Load would
 // take, and freeze runs in the host's pid namespace (else the programs
-// load, and Load refuses them: ErrPidNamespace). Reading the kernel's config does not tell: many kernels build
-// the BPF LSM without enabling it, and lockdown refuses trampolines on
-// others.
+// load, and Load refuses them: ErrPidNamespace). Reading the kernel's
+// config does not tell: many kernels build the BPF LSM without enabling
+// it, and lockdown refuses trampolines on others.
 func Probe(btfPath string) []Kind {
 	ld, err := newLoader(btfPath, uint32(unix.SIGSTOP))
 	if err != nil {
