@@ -1199,7 +1199,7 @@ func TestRunNamesThePytestTestThatLeftADaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	ours, theirs := filepath.Join(dir, "freeze.xml"), filepath.Join(dir, "pytest.xml")
-	c, code := runUnder(t, []string{"/usr/bin/env", "GITHUB_ACTIONS=true", bin, "run", "-t", filepath.Join(dir, "pytest.jsonl"), "--junit", ours, "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--rootdir", suite, "--junitxml", theirs, suite}, 90*time.Second)
+	c, code := runUnder(t, []string{"/usr/bin/env", "GITHUB_ACTIONS=true", bin, "run", "-t", filepath.Join(dir, "pytest.jsonl"), "--junit", ours, "--", py, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "--basetemp", filepath.Join(dir, "pytest-tmp"), "--rootdir", suite, "--junitxml", theirs, suite}, 90*time.Second)
 	if code != 122 {
 		t.Fatalf("exit %d, want 122; stderr:\n%s", code, c.Stderr())
 	}
