@@ -2,9 +2,13 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -81,18 +85,24 @@ func TestScripts(t *testing.T) {
 				}
 				want, err := strconv.Atoi(args[0])
 				ts.Check(err)
-				path, err := exec.LookPath(args[1])
-				if p := ts.Getenv("PATH"); p != "" {
-					os.Setenv("PATH", p)
-					path, err = exec.LookPath(args[1])
+				// The script's PATH, for the lookup and the command,
+				// never set on this process: the scripts run in
+				// parallel, and one's os.Setenv("PATH") before another's
+				// os.Environ() gave hints.txtar's freeze the other
+				// script's PATH, without its bin (rehearsal 86: "no file
+				// zzfreezehint here or on PATH").
+				scriptPath := ts.Getenv("PATH")
+				if scriptPath == "" {
+					scriptPath = os.Getenv("PATH")
 				}
+				path, err := lookPathIn(args[1], scriptPath)
 				ts.Check(err)
 				cmd := exec.Command(path, args[2:]...)
 				cmd.Dir = ts.Getenv("WORK")
 				cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
 				// The script's own TMPDIR ($WORK/.tmp): a fallback
 				// timeline lands there and goes with the script.
-				cmd.Env = append(os.Environ(), "TMPDIR="+ts.Getenv("TMPDIR"))
+				cmd.Env = append(withoutEnv(os.Environ(), "PATH", "TMPDIR"), "PATH="+scriptPath, "TMPDIR="+ts.Getenv("TMPDIR"))
 				err = cmd.Run()
 				got := 0
 				var ee *exec.ExitError
@@ -107,6 +117,36 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// lookPathIn finds name as exec.LookPath would, on path (a PATH value)
+// instead of this process's PATH.
+func lookPathIn(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found on the script's PATH %s", name, path)
+}
+
+// withoutEnv is env less the variables named.
+func withoutEnv(env []string, names ...string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func startInScript(ts *testscript.TestScript, neg bool, args []string) {
