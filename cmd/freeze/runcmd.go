@@ -83,7 +83,7 @@ func sayRun(o out, rep contain.Report, tl string, delay time.Duration) {
 			o.Sayf("run: what the group held when it first fired is not known: %s", rep.AtCapMissed)
 		}
 	}
-	if len(rep.Leftovers) > 0 && !rep.Lineage {
+	if len(rep.Leftovers) > 0 && rep.LineageOff != "" {
 		o.Sayf("run: the leftovers are named without who started them: %s", rep.LineageOff)
 	}
 	status := "nothing outlived it"

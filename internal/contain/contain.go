@@ -90,10 +90,9 @@ type Report struct {
 	AtCap []string
 	// AtCapMissed says what the looks saw when they named nothing.
 	AtCapMissed string
-	// Lineage: the process events connector recorded who started whom
-	// (root only); each leftover then names who started it. LineageOff
-	// says why not.
-	Lineage    bool
+	// LineageOff is empty where the process events connector recorded
+	// who started whom (root only; each leftover then names who started
+	// it), else why it did not.
 	LineageOff string
 	// Refused is how many forks the cap refused (pids.events); Peak the
 	// most tasks the group held (-1 unknown). On a v1 host it counts the
@@ -236,9 +235,8 @@ func run(ctx context.Context, c Config) (Report, error) {
 		}
 	}
 	defer lin.stop()
-	rep.Lineage = lin != nil
 	lineage := "on"
-	if !rep.Lineage {
+	if rep.LineageOff != "" {
 		lineage = "off: " + rep.LineageOff
 	}
 	env := os.Environ()
