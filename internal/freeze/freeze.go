@@ -13,6 +13,8 @@ package freeze
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +22,7 @@ import (
 	"freeze/internal/gate"
 	"freeze/internal/match"
 	"freeze/internal/proc"
+	"freeze/internal/show"
 )
 
 // Method is a way to freeze.
@@ -90,6 +93,14 @@ var ErrDeadline = errors.New("deadline passed")
 // two rounds. Every round is whole: what it stopped was moved in (or is
 // gone) and continued, so the set is never left half-moved.
 var ErrStopped = errors.New("stopped between rounds")
+
+// ErrLeftOutside means a round moved none of the matches still outside
+// the set, each move having failed for a reason other than its death (a
+// full map, a group's limit, memory a fork bomb has taken). Grow has
+// stopped each of them by SIGSTOP where it runs; the kill rounds signal
+// them by pidfd, as they do every match outside the group. One failed
+// move used to end the stop order, and the chain ran on.
+var ErrLeftOutside = errors.New("left outside the set")
 
 // A Group is the frozen set. What differs between the methods is a
 // method of it. The gate's one step before the first scan is Seal
@@ -243,8 +254,14 @@ type Round struct {
 	Moved   int
 	Gone    int // exited between scan and move
 	Reused  int // pid reused by another process: left alone
-	Frozen  bool
-	Took    time.Duration
+	// Failed are the moves that failed for a reason other than the
+	// process's death: left outside, stopped by SIGSTOP. FailedErr is
+	// the first of their errors, FailedPIDs the first failedPIDs pids.
+	Failed     int
+	FailedErr  error
+	FailedPIDs []int
+	Frozen     bool
+	Took       time.Duration
 	// Placed are the groups this round froze where the chain runs
 	// (cgroup2): in place, or a group nested in them.
 	Placed []Placement
@@ -288,6 +305,7 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 		if err != nil {
 			return res, err
 		}
+		var moved []*proc.Handle
 		for _, h := range pinned {
 			err := g.Move(h)
 			if errors.Is(err, proc.ErrGone) {
@@ -295,10 +313,19 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 				continue
 			}
 			if err != nil {
-				closeAll(pinned)
-				return res, fmt.Errorf("move pid %d into %s: %w", h.PID, g.Where(), err)
+				// Left outside, held as sigstop holds: the rest of the
+				// round still moves, and the next round tries it again.
+				h.Signal(unix.SIGSTOP)
+				if r.Failed++; r.FailedErr == nil {
+					r.FailedErr = fmt.Errorf("move pid %d into %s: %w", h.PID, g.Where(), err)
+				}
+				if len(r.FailedPIDs) < failedPIDs {
+					r.FailedPIDs = append(r.FailedPIDs, h.PID)
+				}
+				continue
 			}
 			r.Moved++
+			moved = append(moved, h)
 		}
 		if pl, ok := g.(placer); ok {
 			r.Placed = append(r.Placed, pl.Placements()...) // groups first seen by a move
@@ -309,7 +336,8 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 			// until it wakes, and a task woken in a freezing group traps
 			// in the freezer before it can return to user space. Thawing
 			// the group (after --hold) is then all it takes to resume.
-			for _, h := range pinned {
+			// One left outside stays stopped.
+			for _, h := range moved {
 				h.Signal(unix.SIGCONT)
 			}
 		}
@@ -323,6 +351,10 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 		onRound(r)
 		if r.Outside == 0 {
 			return res, nil
+		}
+		if r.Failed > 0 && r.Moved == 0 {
+			return res, fmt.Errorf("%w: %s (%s) could not be moved into %s in round %d (%w); each is stopped by SIGSTOP where it runs (kill -CONT PID resumes it)",
+				ErrLeftOutside, show.Count(r.Failed, "process", "processes"), pidList(r.FailedPIDs, r.Failed), g.Where(), n, r.FailedErr)
 		}
 		if stop != nil && stop() {
 			return res, fmt.Errorf("%w: round %d", ErrStopped, n)
@@ -367,6 +399,25 @@ func pinOutside(fs proc.FS, g Group, res match.Result, inside func(match.Proc) b
 		}
 	}
 	return pinned, nil
+}
+
+// failedPIDs is how many pids of failed moves a round names.
+const failedPIDs = 10
+
+// pidList names pids, of n in all: "pid 12, 13 and 2 more".
+func pidList(pids []int, n int) string {
+	var b strings.Builder
+	b.WriteString("pid ")
+	for i, pid := range pids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(pid))
+	}
+	if n > len(pids) {
+		fmt.Fprintf(&b, " and %d more", n-len(pids))
+	}
+	return b.String()
 }
 
 func closeAll(hs []*proc.Handle) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proc"
@@ -148,4 +150,73 @@ func TestGrowStopsAtTheDeadlineAndOnStop(t *testing.T) {
 			t.Fatalf("round %+v is not whole: everything pinned must be moved in", rounds[0])
 		}
 	})
+}
+
+// A member whose move fails for a reason other than its death (ENOMEM
+// from a full map, as the gate's update gave in a VM) is left outside,
+// stopped, while the rest of the round moves; the next round tries it
+// again, and a round that can move none of what is outside ends Grow with
+// ErrLeftOutside, naming it. One failed move used to end Grow at once:
+// the stop order failed, and the chain ran on.
+func TestGrowLeavesAMemberItCannotMoveStoppedOutside(t *testing.T) {
+	tr := proctest.New(t)
+	var pids []int
+	for range 3 {
+		pids = append(pids, tr.Add(0, tr.Target))
+	}
+	stuck := pids[1]
+	g := tr.NewGroup()
+	tries := 0
+	g.MoveErr = func(pid int) error {
+		if pid == stuck {
+			tries++
+			return unix.ENOMEM
+		}
+		return nil
+	}
+	rounds, _, err := grow(t, tr, g, 10*time.Second, nil)
+	if !errors.Is(err, freeze.ErrLeftOutside) || !errors.Is(err, unix.ENOMEM) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", stuck)) {
+		t.Fatalf("grow: %v; want ErrLeftOutside naming pid %d and the move's ENOMEM", err, stuck)
+	}
+	if len(rounds) != 2 || tries != 2 || rounds[0].Moved != 2 || rounds[0].Failed != 1 || rounds[1].Moved != 0 || rounds[1].Failed != 1 {
+		t.Fatalf("rounds %+v, %d tries: want round 1 moving 2 and failing 1, round 2 trying it again and moving none", rounds, tries)
+	}
+	if !slices.Equal(g.Members(), []int{pids[0], pids[2]}) {
+		t.Fatalf("group holds %v, want the two that moved", g.Members())
+	}
+	if p, _ := tr.Get(stuck); p.State != 'T' {
+		t.Fatalf("pid %d, left outside, is in state %c: want stopped (T)", stuck, p.State)
+	}
+	for _, pid := range []int{pids[0], pids[2]} {
+		if p, _ := tr.Get(pid); p.State == 'T' {
+			t.Fatalf("pid %d, moved in, is still stopped: its SIGCONT was not sent", pid)
+		}
+	}
+}
+
+// A move that fails once and then succeeds (memory freed, a slot let go)
+// ends at the fixed point: the round after moves it in.
+func TestGrowMovesInAMemberWhoseMoveFailedOnce(t *testing.T) {
+	tr := proctest.New(t)
+	a := tr.Add(0, tr.Target)
+	b := tr.Add(0, tr.Target)
+	g := tr.NewGroup()
+	failed := false
+	g.MoveErr = func(pid int) error {
+		if pid == b && !failed {
+			failed = true
+			return unix.ENOMEM
+		}
+		return nil
+	}
+	rounds, _, err := grow(t, tr, g, 10*time.Second, nil)
+	if err != nil {
+		t.Fatalf("grow: %v (rounds %+v)", err, rounds)
+	}
+	if !slices.Equal(g.Members(), []int{a, b}) || rounds[0].Failed != 1 || rounds[0].FailedPIDs[0] != b {
+		t.Fatalf("group %v, rounds %+v: want both moved, round 1 naming %d's failed move", g.Members(), rounds, b)
+	}
+	if p, _ := tr.Get(b); p.State == 'T' {
+		t.Fatalf("pid %d, moved in on the second try, is still stopped", b)
+	}
 }

@@ -320,10 +320,15 @@ func (r *run) grow() error {
 			r.rec.RecordOf(timeline.StageFreeze, timeline.StepPlace, fmt.Sprintf("%s (%s)", how, p.Why),
 				timeline.Placed{Group: p.Group, Frozen: p.Frozen, InPlace: p.InPlace, Why: p.Why})
 		}
-		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone, frozen=%v (%v)",
-			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, n.Frozen, show.Dur(n.Took)),
+		failed, failedErr := "", ""
+		if n.Failed > 0 {
+			failedErr = n.FailedErr.Error()
+			failed = fmt.Sprintf(", %d left outside, stopped (%s)", n.Failed, failedErr)
+		}
+		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone%s, frozen=%v (%v)",
+			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, failed, n.Frozen, show.Dur(n.Took)),
 			timeline.FreezeRound{Round: n.N, Matched: n.Matched, Outside: n.Outside, Moved: n.Moved, Gone: n.Gone,
-				ReusedPIDs: n.Reused, Frozen: n.Frozen, TookMS: ms(n.Took)})
+				ReusedPIDs: n.Reused, Failed: n.Failed, FailedErr: failedErr, Frozen: n.Frozen, TookMS: ms(n.Took)})
 	})
 	r.res, r.out.Matched = res, res.Live()
 	switch {
@@ -332,6 +337,8 @@ func (r *run) grow() error {
 			last.N, g.Where(), last.Moved, last.Matched), timeline.Interrupted{Round: &last.N, Moved: &last.Moved, Matched: &last.Matched})
 	case errors.Is(err, freeze.ErrDeadline):
 		r.rec.Record(timeline.StageFreeze, timeline.StepNotFixed, err.Error()+"; killing what is held anyway", nil)
+	case errors.Is(err, freeze.ErrLeftOutside):
+		r.rec.Record(timeline.StageFreeze, timeline.StepNotFixed, err.Error()+"; the kill rounds signal them by pidfd with the rest", nil)
 	case err != nil:
 		return err
 	default:

@@ -2,6 +2,7 @@ package stop
 
 import (
 	"context"
+	"fmt"
 	"freeze/internal/interrupt"
 	"os"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/freeze"
 	"freeze/internal/match"
@@ -159,6 +162,7 @@ func stopOrderTable(t *testing.T) {
 			t.Run("interrupted", func(t *testing.T) { interrupted(t, m) })
 			t.Run("survivors", func(t *testing.T) { survivors(t, m) })
 			t.Run("nothing-matched", func(t *testing.T) { nothingMatched(t, m) })
+			t.Run("move-fails", func(t *testing.T) { moveFails(t, m) })
 		})
 	}
 }
@@ -294,5 +298,50 @@ func nothingMatched(t *testing.T, m freeze.Method) {
 	}
 	if len(tr.Signals) != 0 || fx.group != nil {
 		t.Fatalf("signals %v, group %v: want none", tr.Signals, fx.group)
+	}
+}
+
+// moveFails: one process of the chain can never be moved in (every move
+// fails with ENOMEM, as the gate's map update did in a VM). It is left
+// outside, stopped, and the kill rounds end it with the rest: zero. One
+// failed move used to end the order there, and the chain ran on.
+func moveFails(t *testing.T, m freeze.Method) {
+	if m == freeze.Sigstop || m == freeze.None {
+		t.Skip("sigstop and none move nothing into a group: no move to fail on cue")
+	}
+	fx := newFixture(t)
+	stuck := fx.tr.Live(fx.tr.Target)[2]
+	fx.onRound = func(n int) {
+		if n == 1 {
+			fx.group.(*forking).Group.(*proctest.Group).MoveErr = func(pid int) error {
+				if pid == stuck {
+					return unix.ENOMEM
+				}
+				return nil
+			}
+		}
+	}
+	rec, _ := timeline.New("", nil)
+	out, err := Order(context.Background(), fx.config(t, m), rec)
+	if err != nil || out.Kind != Zero {
+		t.Fatalf("kind %v, err %v; want zero, the process that could not be moved killed by pidfd", out.Kind, err)
+	}
+	if live := fx.tr.Live(fx.tr.Target); len(live) != 0 {
+		t.Fatalf("%d of the chain alive after zero: %v", len(live), live)
+	}
+	if !slices.Contains(fx.tr.Signals, fmt.Sprintf("%d:SIGSTOP", stuck)) || !slices.Contains(fx.tr.Signals, fmt.Sprintf("%d:SIGKILL", stuck)) {
+		t.Fatalf("signals %v: want pid %d stopped, then killed by pidfd", fx.tr.Signals, stuck)
+	}
+	if len(fx.tr.Live(fx.tr.Other)) != 1 {
+		t.Fatalf("the stranger is gone")
+	}
+	var said string
+	for _, e := range rec.Events() {
+		if e.Step == timeline.StepNotFixed {
+			said = e.Msg
+		}
+	}
+	if !strings.Contains(said, fmt.Sprintf("(pid %d) could not be moved", stuck)) {
+		t.Fatalf("not-fixed step %q: want it to name pid %d, left outside", said, stuck)
 	}
 }

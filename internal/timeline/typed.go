@@ -300,14 +300,18 @@ func (e Event) Decode(v any) error {
 
 // FreezeRound is one round of freezing growth (StepFreezeRound).
 type FreezeRound struct {
-	Round      int     `json:"round"`
-	Matched    int     `json:"matched"`
-	Outside    int     `json:"outside"`
-	Moved      int     `json:"moved"`
-	Gone       int     `json:"gone"`
-	ReusedPIDs int     `json:"reused_pids"`
-	Frozen     bool    `json:"frozen"`
-	TookMS     float64 `json:"took_ms"`
+	Round      int `json:"round"`
+	Matched    int `json:"matched"`
+	Outside    int `json:"outside"`
+	Moved      int `json:"moved"`
+	Gone       int `json:"gone"`
+	ReusedPIDs int `json:"reused_pids"`
+	// Failed are the moves that failed for a reason other than death
+	// (left outside, stopped by SIGSTOP); FailedErr the first's error.
+	Failed    int     `json:"failed,omitempty"`
+	FailedErr string  `json:"failed_error,omitempty"`
+	Frozen    bool    `json:"frozen"`
+	TookMS    float64 `json:"took_ms"`
 }
 
 // KillRound is one kill round (StepKillRound).
