@@ -98,7 +98,11 @@ func TestScripts(t *testing.T) {
 				path, err := lookPathIn(args[1], scriptPath)
 				ts.Check(err)
 				cmd := exec.Command(path, args[2:]...)
-				cmd.Dir = ts.Getenv("WORK")
+				// In the script's directory (after its cd), as exec
+				// runs a command: hints.txtar's check that no hint
+				// names a file in the current directory could not fail
+				// while this was $WORK.
+				cmd.Dir = ts.MkAbs(".")
 				cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
 				// The script's own TMPDIR ($WORK/.tmp): a fallback
 				// timeline lands there and goes with the script.
