@@ -256,7 +256,7 @@ type Round struct {
 	Reused  int // pid reused by another process: left alone
 	// Failed are the moves that failed for a reason other than the
 	// process's death: left outside, stopped by SIGSTOP. FailedErr is
-	// the first of their errors, FailedPIDs the first failedPIDs pids.
+	// the first of their errors, FailedPIDs their pids.
 	Failed     int
 	FailedErr  error
 	FailedPIDs []int
@@ -319,9 +319,7 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 				if r.Failed++; r.FailedErr == nil {
 					r.FailedErr = fmt.Errorf("move pid %d into %s: %w", h.PID, g.Where(), err)
 				}
-				if len(r.FailedPIDs) < failedPIDs {
-					r.FailedPIDs = append(r.FailedPIDs, h.PID)
-				}
+				r.FailedPIDs = append(r.FailedPIDs, h.PID)
 				continue
 			}
 			r.Moved++
@@ -354,7 +352,7 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 		}
 		if r.Failed > 0 && r.Moved == 0 {
 			return res, fmt.Errorf("%w: %s (%s) could not be moved into %s in round %d (%w); each is stopped by SIGSTOP where it runs (kill -CONT PID resumes it)",
-				ErrLeftOutside, show.Count(r.Failed, "process", "processes"), pidList(r.FailedPIDs, r.Failed), g.Where(), n, r.FailedErr)
+				ErrLeftOutside, show.Count(r.Failed, "process", "processes"), pidList(r.FailedPIDs), g.Where(), n, r.FailedErr)
 		}
 		if stop != nil && stop() {
 			return res, fmt.Errorf("%w: round %d", ErrStopped, n)
@@ -401,21 +399,21 @@ func pinOutside(fs proc.FS, g Group, res match.Result, inside func(match.Proc) b
 	return pinned, nil
 }
 
-// failedPIDs is how many pids of failed moves a round names.
+// failedPIDs is how many pids of failed moves an error names.
 const failedPIDs = 10
 
-// pidList names pids, of n in all: "pid 12, 13 and 2 more".
-func pidList(pids []int, n int) string {
+// pidList names the first failedPIDs of pids: "pid 12, 13 and 2 more".
+func pidList(pids []int) string {
 	var b strings.Builder
 	b.WriteString("pid ")
-	for i, pid := range pids {
+	for i, pid := range pids[:min(len(pids), failedPIDs)] {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(strconv.Itoa(pid))
 	}
-	if n > len(pids) {
-		fmt.Fprintf(&b, " and %d more", n-len(pids))
+	if len(pids) > failedPIDs {
+		fmt.Fprintf(&b, " and %d more", len(pids)-failedPIDs)
 	}
 	return b.String()
 }

@@ -78,7 +78,13 @@ func Report(o say.Out, f Flags, rep stop.Report) {
 	case timeline.StepHold:
 		o.Sayf("holding %s frozen in %s", show.Count(res.Matched, "process", "processes"), res.Group.Where())
 		o.Sayf("to finish the job: freeze %s", strings.Join(finishArgs(f, res.Group), " "))
-		o.Sayf("to thaw instead:   %s", res.Group.ThawHint())
+		thaw := res.Group.ThawHint()
+		if len(res.StoppedOutside) > 0 {
+			pids := joinPIDs(res.StoppedOutside)
+			o.Sayf("of them stopped by SIGSTOP outside %s, their moves having failed: %s", res.Group.Where(), pids)
+			thaw += "; then kill -CONT " + pids
+		}
+		o.Sayf("to thaw instead:   %s", thaw)
 	case timeline.StepInterrupted:
 		reportInterrupted(o, f, rep)
 	case timeline.StepSurvivors:
@@ -295,4 +301,13 @@ func progress(o say.Out, e timeline.Event) {
 		stage = fmt.Sprintf("%d/4 %s: ", e.Stage, e.Stage)
 	}
 	fmt.Fprintf(o.Stderr, "freeze: %s %s%s\n", e.Time.Format("15:04:05.000"), stage, show.Term(e.Msg))
+}
+
+// joinPIDs is pids as kill(1) takes them: "12 13 14".
+func joinPIDs(pids []int) string {
+	words := make([]string, len(pids))
+	for i, pid := range pids {
+		words[i] = strconv.Itoa(pid)
+	}
+	return strings.Join(words, " ")
 }

@@ -338,6 +338,7 @@ func (r *run) grow() error {
 	case errors.Is(err, freeze.ErrDeadline):
 		r.rec.Record(timeline.StageFreeze, timeline.StepNotFixed, err.Error()+"; killing what is held anyway", nil)
 	case errors.Is(err, freeze.ErrLeftOutside):
+		r.out.StoppedOutside = last.FailedPIDs
 		r.rec.Record(timeline.StageFreeze, timeline.StepNotFixed, err.Error()+"; the kill rounds signal them by pidfd with the rest", nil)
 	case err != nil:
 		return err

@@ -144,11 +144,15 @@ type Outcome struct {
 	Matched int
 	// Group is the frozen set the run used, nil before one was opened:
 	// its methods say whether it holds the chain and how to thaw it.
-	Group     freeze.Group
-	Survivors []rounds.Survivor
-	Zombies   []match.Zombie
-	Support   []freeze.Support // a dry run's
-	Revoked   []freeze.Revocation
+	Group freeze.Group
+	// StoppedOutside are processes of the chain whose moves into Group
+	// failed (freeze.ErrLeftOutside): stopped by SIGSTOP where they run.
+	// A hold's thaw must continue them too.
+	StoppedOutside []int
+	Survivors      []rounds.Survivor
+	Zombies        []match.Zombie
+	Support        []freeze.Support // a dry run's
+	Revoked        []freeze.Revocation
 	// WouldRevoke and Refusals are a dry run's: what --revoke-exec would
 	// change, and what its guard would refuse.
 	WouldRevoke []freeze.Revocation

@@ -309,20 +309,39 @@ func moveFails(t *testing.T, m freeze.Method) {
 	if m == freeze.Sigstop || m == freeze.None {
 		t.Skip("sigstop and none move nothing into a group: no move to fail on cue")
 	}
-	fx := newFixture(t)
-	stuck := fx.tr.Live(fx.tr.Target)[2]
-	fx.onRound = func(n int) {
-		if n == 1 {
-			fx.group.(*forking).Group.(*proctest.Group).MoveErr = func(pid int) error {
-				if pid == stuck {
-					return unix.ENOMEM
+	failing := func(fx *fixture) (stuck int) {
+		stuck = fx.tr.Live(fx.tr.Target)[2]
+		fx.onRound = func(n int) {
+			if n == 1 {
+				fx.group.(*forking).Group.(*proctest.Group).MoveErr = func(pid int) error {
+					if pid == stuck {
+						return unix.ENOMEM
+					}
+					return nil
 				}
-				return nil
 			}
 		}
+		return stuck
 	}
+	// With --hold: the rest held in the group, this one stopped outside,
+	// and the outcome names it for the thaw.
+	fx := newFixture(t)
+	stuck := failing(fx)
+	c := fx.config(t, m)
+	c.Hold = true
 	rec, _ := timeline.New("", nil)
-	out, err := Order(context.Background(), fx.config(t, m), rec)
+	out, err := Order(context.Background(), c, rec)
+	if err != nil || out.Kind != Held || !slices.Equal(out.StoppedOutside, []int{stuck}) {
+		t.Fatalf("hold: kind %v, err %v, stopped outside %v; want held, naming pid %d", out.Kind, err, out.StoppedOutside, stuck)
+	}
+	if p, _ := fx.tr.Get(stuck); p.State != 'T' || kills(fx.tr) != 0 {
+		t.Fatalf("hold: pid %d in state %c, %d SIGKILLs: want it stopped, nothing killed", stuck, p.State, kills(fx.tr))
+	}
+	// Without: the kill rounds end it with the rest.
+	fx = newFixture(t)
+	stuck = failing(fx)
+	rec, _ = timeline.New("", nil)
+	out, err = Order(context.Background(), fx.config(t, m), rec)
 	if err != nil || out.Kind != Zero {
 		t.Fatalf("kind %v, err %v; want zero, the process that could not be moved killed by pidfd", out.Kind, err)
 	}
