@@ -149,20 +149,25 @@ func (g *cgroup2Group) atTop(rel, why string) (*place, error) {
 	return g.nest(g.mount, rel, "a group at the top: "+why+"; a limit on "+rel+" no longer counts what moves out of it")
 }
 
-// inPlace freezes dir itself and marks it with an empty child named
-// after the run.
+// inPlace freezes dir itself, then marks it with an empty child named
+// after the run. The freeze first: a cgroup's mkdir beside a chain
+// forking in it took seconds (5.4 s, Debian's 7.2 under QEMU 10.0, the
+// chain growing from 320 to 840 meanwhile), and once the chain is frozen
+// 5-150 ms. A mark that cannot be made gives the group back its
+// cgroup.freeze, and the chain is nested instead.
 func (g *cgroup2Group) inPlace(dir, why string) (*place, error) {
-	was := readTrim(filepath.Join(dir, "cgroup.freeze"))
+	freeze := filepath.Join(dir, "cgroup.freeze")
+	was := readTrim(freeze)
 	if was != "0" && was != "1" {
 		return g.nest(dir, "", "it has no cgroup.freeze to freeze in place")
 	}
+	if err := writeFile(freeze, "1"); err != nil {
+		return nil, fmt.Errorf("freeze %s in place: %w", dir, err)
+	}
 	mark := filepath.Join(dir, g.name)
 	if err := g.mkdir(mark); err != nil && !errors.Is(err, unix.EEXIST) {
+		writeFile(freeze, was)
 		return g.nest(dir, "", fmt.Sprintf("no mark can be made in it (%v)", err))
-	}
-	if err := writeFile(filepath.Join(dir, "cgroup.freeze"), "1"); err != nil {
-		g.rmdir(mark)
-		return nil, fmt.Errorf("freeze %s in place: %w", dir, err)
 	}
 	p := &place{group: dir, frozen: dir, inPlace: true, restore: was}
 	g.add(p)
