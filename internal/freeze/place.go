@@ -151,8 +151,8 @@ func (g *cgroup2Group) atTop(rel, why string) (*place, error) {
 
 // inPlace freezes dir itself, then marks it with an empty child named
 // after the run. The freeze first: a cgroup's mkdir beside a chain
-// forking in it took seconds (5.4 s, Debian's 7.2 under QEMU 10.0, the
-// chain growing from 320 to 840 meanwhile), and once the chain is frozen
+// forking in it took seconds (up to 5.4 s, Debian's 7.2 under QEMU 10.0,
+// the chain growing to as many as 840 meanwhile), and once the chain is frozen
 // 5-150 ms. A mark that cannot be made gives the group back its
 // cgroup.freeze, and the chain is nested instead.
 func (g *cgroup2Group) inPlace(dir, why string) (*place, error) {
