@@ -38,7 +38,7 @@ func TestArm64Boot(t *testing.T) {
 	}
 	qemu, err := exec.LookPath("qemu-system-aarch64")
 	if err != nil {
-		t.Fatal("no qemu-system-aarch64: apt-get install qemu-system-arm")
+		t.Fatal("no qemu-system-aarch64: apt-get install qemu-system-arm (on Debian 12 after .ci/run, apt-get install -t bookworm-backports qemu-system-arm: it shares qemu-system-common with the x86 qemu .ci/run takes from there)")
 	}
 	if _, err := exec.LookPath("aarch64-linux-gnu-gcc"); err != nil {
 		t.Fatal("no aarch64-linux-gnu-gcc: apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross")
