@@ -9,8 +9,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
-
-	"freeze/internal/proc"
 )
 
 const nodeUsage = `Usage:
@@ -72,7 +70,7 @@ func runNode(o out, args []string) int {
 		o.Hintf("give the command to run on the node, such as: freeze node -- guard")
 		return exitUsage
 	}
-	ns, host := proc.PidNS()
+	ns, host := pidNamespace()
 	if host {
 		o.Sayf("node: pid namespace %s, the host's", ns)
 	} else if *podNS {
@@ -112,4 +110,22 @@ func runNode(o out, args []string) int {
 	o.Errorf("node: run freeze in %s: %v", *root, err)
 	o.Hintf("the node's /proc must be mounted, and the pod must have hostPID: true")
 	return exitSurvivors
+}
+
+// initPidNS is the inode of the initial pid namespace's /proc/PID/ns/pid
+// (PROC_PID_INIT_INO, include/linux/proc_ns.h): the host's.
+const initPidNS = 0xEFFFFFFC
+
+// pidNamespace names this process's pid namespace ("pid:[4026531836]")
+// and says whether it is the host's.
+func pidNamespace() (string, bool) {
+	name, _ := os.Readlink("/proc/self/ns/pid")
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return "unknown (" + err.Error() + ")", false
+	}
+	if name == "" {
+		name = fmt.Sprintf("pid:[%d]", st.Ino)
+	}
+	return name, st.Ino == initPidNS
 }
