@@ -847,21 +847,43 @@ func policyOf(pid int) int {
 // SCHED_RESET_ON_FORK, so the child inherits the class (sched(7)), and
 // puts the thread's class back after.
 func startLifted(cmd *exec.Cmd) error {
-	const schedRR = 2
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	pol, _, e := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
-	if e != 0 {
-		return e
+	restore, err := LiftThread(false)
+	if err != nil {
+		return fmt.Errorf("take SCHED_RR to start %s lifted: %w", cmd.Path, err)
 	}
+	defer restore()
+	return cmd.Start()
+}
+
+// LiftThread locks the calling goroutine to its thread and puts the
+// thread at SCHED_RR 1, as freeze's threads are; with resetOnFork, no
+// thread or child cloned from it inherits the class. restore (safe to
+// call twice) puts the thread's class back and unlocks it.
+func LiftThread(resetOnFork bool) (restore func(), err error) {
+	const schedRR, resetOnForkFlag = 2, 0x40000000
+	runtime.LockOSThread()
 	var was struct{ prio int32 }
-	if _, _, e := unix.RawSyscall(unix.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&was)), 0); e != 0 {
-		return e
+	pol, _, e := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
+	if e == 0 {
+		_, _, e = unix.RawSyscall(unix.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&was)), 0)
+	}
+	policy := uintptr(schedRR)
+	if resetOnFork {
+		policy |= resetOnForkFlag
 	}
 	rr := struct{ prio int32 }{1}
-	if _, _, e := unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, schedRR, uintptr(unsafe.Pointer(&rr))); e != 0 {
-		return fmt.Errorf("take SCHED_RR to start %s lifted: %w", cmd.Path, e)
+	if e == 0 {
+		_, _, e = unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, policy, uintptr(unsafe.Pointer(&rr)))
 	}
-	defer unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, pol, uintptr(unsafe.Pointer(&was)))
-	return cmd.Start()
+	if e != 0 {
+		runtime.UnlockOSThread()
+		return nil, e
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, pol, uintptr(unsafe.Pointer(&was)))
+			runtime.UnlockOSThread()
+		})
+	}, nil
 }

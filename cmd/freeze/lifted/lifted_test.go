@@ -10,16 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
 	"freeze/internal/postmortem"
@@ -33,7 +28,7 @@ import (
 // of freeze seen at SCHED_OTHER in two samples in a row has been below
 // the run's priority for longer than this: the stall of issue #15 (four
 // threads at SCHED_OTHER for five seconds and more, the real-time ones
-// waiting on them). The sampler itself runs at SCHED_RR 1 (liftSampler):
+// waiting on them). The sampler itself runs at SCHED_RR 1 (containtest.LiftThread):
 // with the gate the run lasts about 0.1 s, and a sampler at ordinary
 // priority, beside the churn and the suite's other packages, once took
 // two samples in it (rehearsal 88, every 20 ms then).
@@ -63,7 +58,12 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	} else if n < 2500 {
 		t.Logf("the churn reached %d of 2,500 in 120 s: going on", n)
 	}
-	restore := liftSampler(t)
+	// The sampler on a thread of its own at SCHED_RR 1, as freeze's
+	// threads are; no thread cloned from it inherits the class.
+	restore, err := containtest.LiftThread(true)
+	if err != nil {
+		t.Fatalf("lift the sampler to SCHED_RR 1: %v", err)
+	}
 	defer restore()
 	fz.Release()
 
@@ -121,35 +121,6 @@ func TestLiftedRunNeverRunsAThreadBelowItsPriority(t *testing.T) {
 	}
 	chartIsTheRunsCounts(t, events, md.String())
 	t.Logf("%d samples, every %v; freeze took the chain to zero", samples, sampleEvery)
-}
-
-// liftSampler puts the calling goroutine on a thread of its own at
-// SCHED_RR 1, as freeze's threads are, with SCHED_RESET_ON_FORK so that
-// no thread the runtime clones from it inherits the class; restore (once;
-// deferred too) puts the thread back and lets it go.
-func liftSampler(t *testing.T) (restore func()) {
-	const schedRR, resetOnFork = 2, 0x40000000
-	runtime.LockOSThread()
-	var was struct{ prio int32 }
-	pol, _, e := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
-	if e == 0 {
-		_, _, e = unix.RawSyscall(unix.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&was)), 0)
-	}
-	rr := struct{ prio int32 }{1}
-	if e == 0 {
-		_, _, e = unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, schedRR|resetOnFork, uintptr(unsafe.Pointer(&rr)))
-	}
-	if e != 0 {
-		runtime.UnlockOSThread()
-		t.Fatalf("lift the sampler to SCHED_RR 1: %v", e)
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			unix.RawSyscall(unix.SYS_SCHED_SETSCHEDULER, 0, pol, uintptr(unsafe.Pointer(&was)))
-			runtime.UnlockOSThread()
-		})
-	}
 }
 
 // chartIsTheRunsCounts checks the picture of a real run against its own
