@@ -254,12 +254,11 @@ type Round struct {
 	Moved   int
 	Gone    int // exited between scan and move
 	Reused  int // pid reused by another process: left alone
-	// Failed are the moves that failed for a reason other than the
-	// process's death: left outside, stopped by SIGSTOP. FailedErr is
-	// the first of their errors, FailedPIDs their pids.
-	Failed     int
-	FailedErr  error
+	// FailedPIDs are the processes whose moves failed for a reason
+	// other than their death: left outside, stopped by SIGSTOP.
+	// FailedErr is the first of their errors.
 	FailedPIDs []int
+	FailedErr  error
 	Frozen     bool
 	Took       time.Duration
 	// Placed are the groups this round froze where the chain runs
@@ -316,7 +315,7 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 				// Left outside, held as sigstop holds: the rest of the
 				// round still moves, and the next round tries it again.
 				h.Signal(unix.SIGSTOP)
-				if r.Failed++; r.FailedErr == nil {
+				if r.FailedErr == nil {
 					r.FailedErr = fmt.Errorf("move pid %d into %s: %w", h.PID, g.Where(), err)
 				}
 				r.FailedPIDs = append(r.FailedPIDs, h.PID)
@@ -350,9 +349,9 @@ func Grow(fs proc.FS, s *match.Scanner, g Group, deadline time.Time, stop func()
 		if r.Outside == 0 {
 			return res, nil
 		}
-		if r.Failed > 0 && r.Moved == 0 {
+		if len(r.FailedPIDs) > 0 && r.Moved == 0 {
 			return res, fmt.Errorf("%w: %s (%s) could not be moved into %s in round %d (%w); each is stopped by SIGSTOP where it runs (kill -CONT PID resumes it)",
-				ErrLeftOutside, show.Count(r.Failed, "process", "processes"), pidList(r.FailedPIDs), g.Where(), n, r.FailedErr)
+				ErrLeftOutside, show.Count(len(r.FailedPIDs), "process", "processes"), pidList(r.FailedPIDs), g.Where(), n, r.FailedErr)
 		}
 		if stop != nil && stop() {
 			return res, fmt.Errorf("%w: round %d", ErrStopped, n)

@@ -321,14 +321,14 @@ func (r *run) grow() error {
 				timeline.Placed{Group: p.Group, Frozen: p.Frozen, InPlace: p.InPlace, Why: p.Why})
 		}
 		failed, failedErr := "", ""
-		if n.Failed > 0 {
+		if len(n.FailedPIDs) > 0 {
 			failedErr = n.FailedErr.Error()
-			failed = fmt.Sprintf(", %d left outside, stopped (%s)", n.Failed, failedErr)
+			failed = fmt.Sprintf(", %d left outside, stopped (%s)", len(n.FailedPIDs), failedErr)
 		}
 		r.rec.RecordOf(timeline.StageFreeze, timeline.StepFreezeRound, fmt.Sprintf("round %d: %d matched, %d outside, %d %s, %d gone%s, frozen=%v (%v)",
 			n.N, n.Matched, n.Outside, n.Moved, moved, n.Gone, failed, n.Frozen, show.Dur(n.Took)),
 			timeline.FreezeRound{Round: n.N, Matched: n.Matched, Outside: n.Outside, Moved: n.Moved, Gone: n.Gone,
-				ReusedPIDs: n.Reused, Failed: n.Failed, FailedErr: failedErr, Frozen: n.Frozen, TookMS: ms(n.Took)})
+				ReusedPIDs: n.Reused, Failed: len(n.FailedPIDs), FailedErr: failedErr, Frozen: n.Frozen, TookMS: ms(n.Took)})
 	})
 	r.res, r.out.Matched = res, res.Live()
 	switch {
