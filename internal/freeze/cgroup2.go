@@ -53,6 +53,9 @@ type cgroup2Group struct {
 	reused bool
 	notes  []string
 	placed []Placement // placements not yet reported (Grow's round)
+	// nestWhy says why a group that holds nothing but the chain is
+	// nested into all the same (no cgroup.freeze, no mark).
+	nestWhy map[string]string
 	// trust is the one uid that may write a group freeze uses: freeze's
 	// own (root). mkdir and rmdir make and remove a group (the kernel
 	// fills and empties it; a test's fixture tree does it by hand).
@@ -113,7 +116,7 @@ func openCgroup2(fs proc.FS, name string) (Group, error) {
 // taking over what an earlier --hold or interrupted run left: every
 // group named name (nested, or the mark of a group frozen in place).
 func openCgroup2At(fs proc.FS, mount, name string) (*cgroup2Group, error) {
-	g := &cgroup2Group{fs: fs, mount: mount, name: name, places: map[string]*place{},
+	g := &cgroup2Group{fs: fs, mount: mount, name: name, places: map[string]*place{}, nestWhy: map[string]string{},
 		trust: uint32(os.Geteuid()), mkdir: func(p string) error { return unix.Mkdir(p, 0o755) }, rmdir: unix.Rmdir}
 	for _, d := range findNamed(mount, name) {
 		parent := filepath.Dir(d)
@@ -205,9 +208,10 @@ func (g *cgroup2Group) Snapshot() (func(match.Proc) bool, error) {
 	return func(p match.Proc) bool { return in[p.PID] }, nil
 }
 
-// Move puts one pinned process into the frozen group of its own group's
-// place (made now if its group is new to the run: nested, since nothing
-// says what else that group holds).
+// Move puts one pinned, stopped process into the frozen group of its
+// own group's place, made now if its group is new to the run: nested,
+// since Place froze in place every group it found holding nothing but
+// the chain.
 func (g *cgroup2Group) Move(h *proc.Handle) error {
 	ppid := 0
 	if st, err := g.fs.ReadStat(h.PID); err == nil {
@@ -217,7 +221,7 @@ func (g *cgroup2Group) Move(h *proc.Handle) error {
 	if err != nil {
 		return err
 	}
-	p, err := g.placeFor(rel, nil)
+	p, err := g.placeFor(rel)
 	if err != nil {
 		return err
 	}

@@ -266,8 +266,10 @@ type Round struct {
 	Placed []Placement
 }
 
-// A placer freezes the groups a scan's matches occupy before the round's
-// snapshot (cgroup2's set, which freezes in place).
+// A placer freezes in place, before the round's snapshot, the groups a
+// scan's matches occupy that hold nothing but the chain (cgroup2's set).
+// Its other groups are placed by the moves, once the round has stopped
+// what it pinned.
 type placer interface {
 	Place(res match.Result) error
 	Placements() []Placement

@@ -27,10 +27,17 @@ func (g *cgroup2Group) Placements() []Placement {
 	return p
 }
 
-// Place freezes each group that res's live matches occupy and that is
-// not frozen yet, in place or nested (see cgroup2Group). It runs before
-// the round's snapshot, so what a group frozen in place holds is inside
-// the set, and nothing of it moves.
+// Place freezes in place each group that res's live matches occupy,
+// that is not frozen yet and that holds nothing but the chain. It runs
+// before the round's snapshot, so what a group frozen in place holds is
+// inside the set, and nothing of it moves. Every other group is left to
+// the round's moves (placeFor, from Move), which make its nested group
+// once the pinned chain is stopped: freeze makes no group beside a chain
+// that still runs (a mkdir beside a growing chain took seconds, see
+// inPlace). Where the chain is at its cap it does not grow, and there
+// the order changed nothing measurable: a unit at TasksMax 300 (Debian's
+// 6.12 with systemd, under QEMU 10.0), its nested group's mkdir 5-50 ms
+// either way, and the round's time the moves' (3-4 ms each there).
 func (g *cgroup2Group) Place(res match.Result) error {
 	chain := map[int]bool{}
 	for _, p := range res.Procs {
@@ -52,14 +59,14 @@ func (g *cgroup2Group) Place(res match.Result) error {
 		}
 		rel, err := g.groupOf(p.PID, p.PPID)
 		if err != nil || seen[rel] {
-			continue // gone (the round counts it), or placed already
+			continue // gone (the round counts it), or looked at already
 		}
 		seen[rel] = true
-		pl, err := g.placeFor(rel, chain)
+		frozen, err := g.placeInPlace(rel, chain)
 		if err != nil {
 			return err
 		}
-		if pl.inPlace {
+		if frozen {
 			// What the group holds is inside now.
 			if inside, err = g.Snapshot(); err != nil {
 				return err
@@ -69,10 +76,26 @@ func (g *cgroup2Group) Place(res match.Result) error {
 	return nil
 }
 
-// placeFor returns the place of the group rel (as /proc/PID/cgroup
-// names it), freezing it first if it is new: in place where it holds
-// nothing but the chain (chain nil: never), else nested in it.
-func (g *cgroup2Group) placeFor(rel string, chain map[int]bool) (*place, error) {
+// placeInPlace freezes the group rel (as /proc/PID/cgroup names it) in
+// place if it is new to the run and holds nothing but the chain, and
+// reports whether it did.
+func (g *cgroup2Group) placeInPlace(rel string, chain map[int]bool) (bool, error) {
+	dir, ok := g.resolve(rel)
+	if !ok || dir == g.mount || g.placeOf(dir) != nil || writers(g.mount, dir, g.trust) != "" {
+		return false, nil
+	}
+	why, ok := onlyChain(g.fs, dir, g.name, chain)
+	if !ok {
+		return false, nil
+	}
+	return g.inPlace(dir, why)
+}
+
+// placeFor returns the place of the group rel for a move, making it if
+// the group is new to the run: nested in it, or at the top where the
+// group cannot be used. Move calls it with the process stopped, and
+// Grow stops every pinned process before it moves any.
+func (g *cgroup2Group) placeFor(rel string) (*place, error) {
 	dir, ok := g.resolve(rel)
 	if !ok {
 		return g.atTop(rel, "its group "+strconv.Quote(rel)+" is outside freeze's view of the hierarchy")
@@ -86,10 +109,11 @@ func (g *cgroup2Group) placeFor(rel string, chain map[int]bool) (*place, error) 
 	if who := writers(g.mount, dir, g.trust); who != "" {
 		return g.atTop(rel, who)
 	}
-	if why, ok := onlyChain(g.fs, dir, g.name, chain); ok {
-		return g.inPlace(dir, why)
+	why := g.nestWhy[dir]
+	if why == "" {
+		why = chainless(dir)
 	}
-	return g.nest(dir, "", chainless(dir))
+	return g.nest(dir, rel, why)
 }
 
 // groupOf is the group pid runs in, as /proc/PID/cgroup names it; for a
@@ -150,29 +174,36 @@ func (g *cgroup2Group) atTop(rel, why string) (*place, error) {
 }
 
 // inPlace freezes dir itself, then marks it with an empty child named
-// after the run. The freeze first: a cgroup's mkdir beside a chain
-// forking in it took seconds (up to 5.4 s, Debian's 7.2 under QEMU 10.0,
-// the chain growing to as many as 840 meanwhile), and once the chain is frozen
+// after the run, and reports whether dir is now a place frozen in
+// place. The freeze first: a cgroup's mkdir beside a chain forking in
+// it took seconds (up to 5.4 s, Debian's 7.2 under QEMU 10.0, the chain
+// growing to as many as 840 meanwhile), and once the chain is frozen
 // 5-150 ms. A mark that cannot be made gives the group back its
-// cgroup.freeze, and the chain is nested instead.
-func (g *cgroup2Group) inPlace(dir, why string) (*place, error) {
+// cgroup.freeze, and the round's moves nest the chain instead; if that
+// write fails too, the group stays frozen in place, unmarked, and its
+// placement says so.
+func (g *cgroup2Group) inPlace(dir, why string) (bool, error) {
 	freeze := filepath.Join(dir, "cgroup.freeze")
 	was := readTrim(freeze)
 	if was != "0" && was != "1" {
-		return g.nest(dir, "", "it has no cgroup.freeze to freeze in place")
+		g.nestWhy[dir] = "it has no cgroup.freeze to freeze in place"
+		return false, nil
 	}
 	if err := writeFile(freeze, "1"); err != nil {
-		return nil, fmt.Errorf("freeze %s in place: %w", dir, err)
+		return false, fmt.Errorf("freeze %s in place: %w", dir, err)
 	}
 	mark := filepath.Join(dir, g.name)
 	if err := g.mkdir(mark); err != nil && !errors.Is(err, unix.EEXIST) {
-		writeFile(freeze, was)
-		return g.nest(dir, "", fmt.Sprintf("no mark can be made in it (%v)", err))
+		rerr := writeFile(freeze, was)
+		if rerr == nil {
+			g.nestWhy[dir] = fmt.Sprintf("no mark can be made in it (%v)", err)
+			return false, nil
+		}
+		why += fmt.Sprintf("; unmarked: no mark can be made in it (%v), and its cgroup.freeze could not be set back to %s (%v), so it stays frozen in place: a later run does not find it by name", err, was, rerr)
 	}
-	p := &place{group: dir, frozen: dir, inPlace: true, restore: was}
-	g.add(p)
+	g.add(&place{group: dir, frozen: dir, inPlace: true, restore: was})
 	g.placed = append(g.placed, Placement{Group: dir, Frozen: dir, InPlace: true, Why: why})
-	return p, nil
+	return true, nil
 }
 
 // nest makes (or reuses) dir/name, frozen before anything moves in, and

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"freeze/internal/freeze"
 	"freeze/internal/match"
 	"freeze/internal/proctest"
@@ -87,7 +89,30 @@ func TestCgroup2FreezesInPlace(t *testing.T) {
 			}
 
 			name := freeze.GroupName(tr.Spec(t))
-			g, err := freeze.OpenCgroup2At(tr.FS, mount, name, func(p string) error { return mkGroupErr(p) })
+			// The run's group (a mark, a nested group or one at the top)
+			// is made only once the chain cannot fork: a cgroup's mkdir
+			// beside a growing chain took up to 5.4 s (Debian's 7.2 under
+			// emulation). In place, the group is frozen first; anywhere
+			// else, every member is stopped first.
+			var early []string
+			mkdir := func(p string) error {
+				if filepath.Base(p) != name {
+					return mkGroupErr(p)
+				}
+				if tc.inPlace {
+					if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.freeze")); !strings.HasPrefix(string(b), "1") {
+						early = append(early, "the mark "+p+" was made before the group was frozen")
+					}
+				} else {
+					for _, pid := range chain {
+						if !slices.Contains(tr.Signals, strconv.Itoa(pid)+":SIGSTOP") {
+							early = append(early, p+" was made before pid "+strconv.Itoa(pid)+" was stopped")
+						}
+					}
+				}
+				return mkGroupErr(p)
+			}
+			g, err := freeze.OpenCgroup2At(tr.FS, mount, name, mkdir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,6 +129,16 @@ func TestCgroup2FreezesInPlace(t *testing.T) {
 				t.Fatalf("grow: %v (%d rounds, the first %+v)", err, len(rounds), rounds[0])
 			}
 
+			if len(early) > 0 {
+				t.Fatalf("made too soon: %s", strings.Join(early, "; "))
+			}
+			if tc.stranger {
+				for _, s := range tr.Signals {
+					if strings.HasPrefix(s, strconv.Itoa(in[len(in)-1])+":") {
+						t.Fatalf("the stranger in the chain's group was signalled (%s): it is not the chain's", s)
+					}
+				}
+			}
 			want := filepath.Join(mount, strings.ReplaceAll(tc.frozen, "NAME", name))
 			var placed []freeze.Placement
 			for _, r := range rounds {
@@ -241,4 +276,72 @@ func readPids(t *testing.T, path string) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// A group that holds nothing but the chain, whose mark cannot be made:
+// the group is frozen first (the mark comes after), so the failure must
+// give the group back its cgroup.freeze, and the chain is then placed by
+// the moves (here at the top, as the same name cannot be made in the
+// group either). If giving it back fails too, the group is already
+// holding the chain: it stays frozen in place, unmarked, and the
+// placement says so, rather than a frozen group nobody is told about.
+func TestCgroup2MarkThatCannotBeMade(t *testing.T) {
+	for _, giveBackFails := range []bool{false, true} {
+		t.Run(map[bool]string{false: "given-back", true: "give-back-fails"}[giveBackFails], func(t *testing.T) {
+			tr := proctest.New(t)
+			mount := filepath.Join(t.TempDir(), "cgroup")
+			mkGroup(t, mount, true)
+			mkGroup(t, filepath.Join(mount, "kubepods"), false)
+			const group = "/kubepods"
+			dir := filepath.Join(mount, group)
+			root := tr.Add(0, tr.Target)
+			chain := []int{root, tr.Add(root, tr.Target)}
+			for _, pid := range chain {
+				putIn(t, tr, mount, group, pid)
+			}
+			name := freeze.GroupName(tr.Spec(t))
+			mkdir := func(p string) error {
+				if filepath.Dir(p) != dir {
+					return mkGroupErr(p)
+				}
+				if giveBackFails {
+					// Frozen already; its cgroup.freeze now refuses writes.
+					os.Remove(filepath.Join(dir, "cgroup.freeze"))
+					os.Mkdir(filepath.Join(dir, "cgroup.freeze"), 0o755)
+				}
+				return unix.EACCES
+			}
+			g, err := freeze.OpenCgroup2At(tr.FS, mount, name, mkdir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var placed []freeze.Placement
+			s := match.NewScanner(tr.FS, tr.Spec(t))
+			if _, err := freeze.Grow(tr.FS, s, g, time.Now().Add(20*time.Second), nil, func(r freeze.Round) { placed = append(placed, r.Placed...) }); err != nil {
+				t.Fatalf("grow: %v", err)
+			}
+			if len(placed) != 1 {
+				t.Fatalf("placed %+v, want one", placed)
+			}
+			if giveBackFails {
+				if !placed[0].InPlace || placed[0].Frozen != dir || !strings.Contains(placed[0].Why, "unmarked") {
+					t.Fatalf("placed %+v: want %s frozen in place, unmarked, and said so", placed[0], dir)
+				}
+				if got := readPids(t, filepath.Join(dir, "cgroup.procs")); !slices.Equal(got, chain) {
+					t.Fatalf("%s holds %v, want the chain %v: nothing moves out of a group frozen in place", dir, got, chain)
+				}
+				return
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.freeze")); !strings.HasPrefix(string(b), "0") {
+				t.Fatalf("%s/cgroup.freeze reads %q: the failed mark left the group frozen", dir, b)
+			}
+			top := filepath.Join(mount, name)
+			if placed[0].InPlace || placed[0].Frozen != top || !strings.Contains(placed[0].Why, "no group can be made in "+dir) {
+				t.Fatalf("placed %+v: want the chain at %s, saying why", placed[0], top)
+			}
+			if got := readPids(t, filepath.Join(top, "cgroup.procs")); !slices.Equal(got, chain) {
+				t.Fatalf("%s holds %v, want the chain %v", top, got, chain)
+			}
+		})
+	}
 }
