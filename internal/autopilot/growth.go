@@ -71,6 +71,15 @@ func StartGrowth(n int, kill bool, under []string) (*Growth, error) {
 		warned: map[gate.FileKey]time.Time{}}, nil
 }
 
+// Scope says whose forks the counter counts: the machine's, or, for a
+// guard in a pid namespace of its own, that namespace's alone.
+func (a *Growth) Scope() string {
+	if proc.HostPidNS() {
+		return "forks counted on the whole machine"
+	}
+	return "forks counted in this pid namespace alone (freeze runs in a pid namespace of its own, and sees only its processes)"
+}
+
 // Close detaches the counter.
 func (a *Growth) Close() error {
 	if a.counter == nil {

@@ -12,6 +12,8 @@ import (
 // Counter counts fork attempts per executable on the whole machine, in
 // the kernel, and refuses nothing: the guard's automatic mode reads it to
 // see a chain coming, at the cost of a map read instead of a /proc scan.
+// In a pid namespace of its own it counts that namespace's tasks alone
+// (not those of namespaces nested in it): the processes its /proc shows.
 type Counter struct {
 	ld   *loader
 	prog *ebpf.Program

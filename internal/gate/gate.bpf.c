@@ -515,6 +515,16 @@ int gate_tasks(struct bpf_iter__task *ctx)
 // guard's automatic mode. It refuses nothing. Attempts a pids cap refuses
 // are counted too, so a chain spinning at its cap, which /proc shows as
 // flat, is seen. Only this program is attached by gate.Counter.
+//
+// count_ns_ino 0 counts every task on the machine (a guard in the host's
+// pid namespace). Else only the tasks of one pid namespace are counted
+// (count_ns_dev and count_ns_ino, as stat(2) gives them for
+// /proc/self/ns/pid): a guard in a pid namespace of its own sees only
+// that namespace's processes in its /proc, and must not act on its own
+// processes of a file for forks made elsewhere on the machine.
+const volatile __u64 count_ns_dev = 0;
+const volatile __u64 count_ns_ino = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -527,6 +537,11 @@ int BPF_PROG(count_sys_enter, struct pt_regs *regs, long id)
 {
 	if (id != NR_clone && id != NR_fork && id != NR_vfork && id != NR_clone3)
 		return 0;
+	if (count_ns_ino) {
+		struct bpf_pidns_info ns;
+		if (bpf_get_ns_current_pid_tgid(count_ns_dev, count_ns_ino, &ns, sizeof(ns)))
+			return 0;
+	}
 	struct task_struct *t = bpf_get_current_task_btf();
 	if (t->flags & PF_KTHREAD)
 		return 0;

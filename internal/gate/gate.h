@@ -23,6 +23,12 @@ typedef int pid_t;
 
 #define __PRESERVE __attribute__((preserve_access_index))
 
+// UAPI (linux/bpf.h): what bpf_get_ns_current_pid_tgid fills.
+struct bpf_pidns_info {
+	__u32 pid;
+	__u32 tgid;
+};
+
 struct super_block {
 	dev_t s_dev;
 } __PRESERVE;

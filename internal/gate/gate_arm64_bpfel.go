@@ -83,6 +83,8 @@ const (
 	gateProgGateTaskAllocRet = "gate_task_alloc_ret"
 	gateProgGateTasks        = "gate_tasks"
 	gateVarAction            = "action"
+	gateVarCountNsDev        = "count_ns_dev"
+	gateVarCountNsIno        = "count_ns_ino"
 	gateVarSelfTgid          = "self_tgid"
 	gateVarUnusedCounter     = "unused_counter"
 	gateVarUnusedFdRec       = "unused_fd_rec"
@@ -166,6 +168,8 @@ type gateMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateVariableSpecs struct {
 	Action        *ebpf.VariableSpec `ebpf:"action"`
+	CountNsDev    *ebpf.VariableSpec `ebpf:"count_ns_dev"`
+	CountNsIno    *ebpf.VariableSpec `ebpf:"count_ns_ino"`
 	SelfTgid      *ebpf.VariableSpec `ebpf:"self_tgid"`
 	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedFdRec   *ebpf.VariableSpec `ebpf:"unused_fd_rec"`
@@ -224,6 +228,8 @@ func (m *gateMaps) Close() error {
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateVariables struct {
 	Action        *ebpf.Variable `ebpf:"action"`
+	CountNsDev    *ebpf.Variable `ebpf:"count_ns_dev"`
+	CountNsIno    *ebpf.Variable `ebpf:"count_ns_ino"`
 	SelfTgid      *ebpf.Variable `ebpf:"self_tgid"`
 	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedFdRec   *ebpf.Variable `ebpf:"unused_fd_rec"`

@@ -92,6 +92,20 @@ func loadObject(btfPath string, action uint32) (*loader, error) {
 	if err := spec.Variables["self_tgid"].Set(uint32(os.Getpid())); err != nil {
 		return nil, fmt.Errorf("the gate's tgid: %w", err)
 	}
+	if !initPidNS() {
+		// The counter then counts this pid namespace's forks alone: the
+		// processes freeze's /proc shows (Load refuses here anyway).
+		dev, ino, err := ownPidNS()
+		if err != nil {
+			return nil, fmt.Errorf("the counter's pid namespace: %w", err)
+		}
+		if err := spec.Variables["count_ns_dev"].Set(dev); err != nil {
+			return nil, fmt.Errorf("the counter's pid namespace: %w", err)
+		}
+		if err := spec.Variables["count_ns_ino"].Set(ino); err != nil {
+			return nil, fmt.Errorf("the counter's pid namespace: %w", err)
+		}
+	}
 	// One decoding of the kernel's types for all the loads: each
 	// collection load decodes them again otherwise (about 25 ms each
 	// here, most of a load).
@@ -166,4 +180,14 @@ func (ld *loader) close() error {
 		delete(ld.maps, name)
 	}
 	return errors.Join(errs...)
+}
+
+// ownPidNS is this process's pid namespace as bpf_get_ns_current_pid_tgid
+// takes it: the device and inode stat(2) gives for /proc/self/ns/pid.
+func ownPidNS() (dev, ino uint64, err error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Dev, st.Ino, nil
 }

@@ -74,8 +74,8 @@ func Run(ctx context.Context, opt Options) error {
 		}
 		defer auto.Close()
 		auto.Method = opt.AutoMethod
-		opt.Say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries at least %d forks in %v%s",
-			opt.AutoN, autopilot.Depth, autopilot.Attempts, autopilot.Every, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill]))
+		opt.Say(fmt.Sprintf("auto: holding a chain of one executable over %d live processes that is its own ancestor %d deep and tries at least %d forks in %v%s; %s",
+			opt.AutoN, autopilot.Depth, autopilot.Attempts, autopilot.Every, map[bool]string{true: "; killing it where the file is disposable (--auto-kill)", false: ""}[opt.AutoKill], auto.Scope()))
 	}
 	var capAuto *autopilot.Cap
 	if opt.AutoOnCap {
