@@ -96,6 +96,7 @@ func Report(o say.Out, f Flags, rep stop.Report) {
 		if errors.Is(rep.Err, freeze.ErrNoCgroup) {
 			o.Hintf("try --method sigstop, which needs no cgroup")
 		}
+		reportLeftFrozen(o, f, res.Group)
 	}
 	reportAfter(o, rep)
 	for _, z := range res.Zombies {
@@ -121,6 +122,23 @@ func reportDryRun(o say.Out, rep stop.Report) {
 	for _, err := range res.Refusals {
 		o.Sayf("dry run: the guard would refuse --revoke-exec: %v", err)
 	}
+}
+
+// reportLeftFrozen says, after a run that failed once its group was
+// open, that what it froze or stopped stays so (nothing undoes it: a
+// chain frozen is safer than one let go), and the two ways on. Nothing
+// when nothing was frozen.
+func reportLeftFrozen(o say.Out, f Flags, g freeze.Group) {
+	if g == nil || !g.Freezes() {
+		return
+	}
+	thaw := g.ThawHint()
+	if strings.HasPrefix(thaw, "nothing to thaw") {
+		return
+	}
+	o.Sayf("what this run froze or stopped before it failed stays so (%s)", g.Where())
+	o.Sayf("to finish the job: freeze %s   (once the error above is dealt with)", strings.Join(finishArgs(f, g), " "))
+	o.Sayf("to thaw instead:   %s", thaw)
 }
 
 // reportInterrupted says where the run stopped, what holds the chain
