@@ -212,6 +212,10 @@ type Sealed struct {
 	Note      string // what the gate does not hold by file, and why
 }
 
+// ErrMarkIncomplete is Sealed.MarkByFile's: the mark iterator could not
+// mark every process it met, and each match is to be marked by pidfd.
+var ErrMarkIncomplete = gate.ErrMarkIncomplete
+
 // ErrGateForm is a form that does not parse (FREEZE_GATE_FORM).
 type ErrGateForm struct{ Err error }
 

@@ -611,9 +611,15 @@ type Counters struct {
 	ExecsStopped uint64 // exec-family calls of the chain stopped at sys_enter
 	TargetExecs  uint64 // execs of a target file by a process not yet gated, stopped or refused
 	Lineage      uint64 // children gated because their parent was
-	Killed       uint64 // processes KillAll signalled, each counted once
+	Killed       uint64 // processes KillAll signalled, each counted once (but KillUnnoted)
 	ForksRefused uint64 // clone-family calls of the chain refused (refusing form)
 	ExecsRefused uint64 // exec-family calls of the chain refused (refusing form)
+	// Task storage a program could not create (it allocates without
+	// waiting, and that may fail): a process KillAll signalled but could
+	// not note (counted in Killed, and again if a later pass meets it
+	// dying), one MarkByFile could not mark (MarkByFile then says so), a
+	// child of the chain the lineage could not mark.
+	KillUnnoted, MarkFailed, LineageFailed uint64
 }
 
 // Forks and Execs are the chain's attempts the gate answered, stopped or
@@ -624,10 +630,31 @@ func (c Counters) Execs() uint64 { return max(c.ExecsStopped, c.ExecsRefused) }
 // MarkByFile marks every process the gate holds by its file (not freed,
 // not marked yet), in one pass of a task iterator in the kernel, and
 // returns how many it marked. ErrMissing where the mark iterator did not
-// load (LoadExtras): the caller marks by pidfd.
+// load (LoadExtras), and ErrMarkIncomplete where it could not mark one
+// (its task storage not created): the caller then marks by pidfd.
 func (g *Gate) MarkByFile() (int, error) {
-	return g.countedIter(g.mark, gateCounterC_MARKED, "the mark iterator")
+	failed, err := g.counter(gateCounterC_MARK_FAILED)
+	if err != nil {
+		return 0, err
+	}
+	n, err := g.countedIter(g.mark, gateCounterC_MARKED, "the mark iterator")
+	if err != nil {
+		return n, err
+	}
+	after, err := g.counter(gateCounterC_MARK_FAILED)
+	if err != nil {
+		return n, err
+	}
+	if after > failed {
+		return n, fmt.Errorf("%w: %d of the file's processes (%d marked)", ErrMarkIncomplete, after-failed, n)
+	}
+	return n, nil
 }
+
+// ErrMarkIncomplete: the mark iterator could not mark every process it
+// met (a program allocates task storage without waiting, and that may
+// fail). A mark by pidfd, from a system call, waits for its memory.
+var ErrMarkIncomplete = errors.New("the mark iterator could not mark every process (task storage not created): marking each by pidfd instead")
 
 // countedIter runs an iterator program once and returns how far it
 // moved its counter; ErrMissing where the program did not load.
@@ -685,13 +712,16 @@ func (g *Gate) KillAll() (int, error) {
 func (g *Gate) Counters() (Counters, error) {
 	var c Counters
 	for slot, field := range map[gateCounter]*uint64{
-		gateCounterC_FORK_STOPPED: &c.ForksStopped,
-		gateCounterC_EXEC_STOPPED: &c.ExecsStopped,
-		gateCounterC_TARGET_EXEC:  &c.TargetExecs,
-		gateCounterC_LINEAGE:      &c.Lineage,
-		gateCounterC_KILLED:       &c.Killed,
-		gateCounterC_FORK_REFUSED: &c.ForksRefused,
-		gateCounterC_EXEC_REFUSED: &c.ExecsRefused,
+		gateCounterC_FORK_STOPPED:   &c.ForksStopped,
+		gateCounterC_EXEC_STOPPED:   &c.ExecsStopped,
+		gateCounterC_TARGET_EXEC:    &c.TargetExecs,
+		gateCounterC_LINEAGE:        &c.Lineage,
+		gateCounterC_KILLED:         &c.Killed,
+		gateCounterC_FORK_REFUSED:   &c.ForksRefused,
+		gateCounterC_EXEC_REFUSED:   &c.ExecsRefused,
+		gateCounterC_KILL_UNNOTED:   &c.KillUnnoted,
+		gateCounterC_MARK_FAILED:    &c.MarkFailed,
+		gateCounterC_LINEAGE_FAILED: &c.LineageFailed,
 	} {
 		v, err := g.counter(slot)
 		if err != nil {

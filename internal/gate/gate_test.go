@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -470,7 +471,8 @@ func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
 	if !g.CanKill() {
 		t.Skipf("the kill iterator does not load here: %v", g.Missing)
 	}
-	live := len(c.Survivors())
+	pids := c.Survivors()
+	live := len(pids)
 	n, err := g.KillAll()
 	if err != nil {
 		t.Fatalf("the kill iterator loaded but did not run: %v", err)
@@ -481,8 +483,14 @@ func TestKillAllKillsTheChainAndNotItsDecoy(t *testing.T) {
 	// the iterator reaches their higher pids later in the same pass.
 	// Killing what is not the chain is what the decoy's check below
 	// catches.
+	// Seen once in a suite (299 of 300), before the iterator counted a
+	// process it signalled but could not note (its task storage not
+	// created). Should it happen again, the message says what the count
+	// missed: unnoted kills, and which of the chain was not dying.
 	if n < live {
-		t.Errorf("KillAll signalled %d, fewer than the chain's %d", n, live)
+		cnt, _ := g.Counters()
+		time.Sleep(100 * time.Millisecond)
+		t.Errorf("KillAll signalled %d, fewer than the chain's %d (unnoted kills %d; 100 ms later, of the chain: %s)", n, live, cnt.KillUnnoted, statesOf(pids))
 	}
 	// One pass misses a child whose fork was past the gate when it was
 	// attached and that the iterator had passed by when it appeared (seen
@@ -649,4 +657,17 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 	if ws, ok := after.Exit(30 * time.Second); !ok || ws.ExitStatus() != 0 {
 		t.Fatalf("a process of the forgotten file did not run to its end: exit %d, finished %v", ws.ExitStatus(), ok)
 	}
+}
+
+// statesOf says the state of each pid still in /proc, and how many are
+// gone: what a count that fell short missed.
+func statesOf(pids []int) string {
+	var alive []string
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 && i+2 < len(b) {
+			alive = append(alive, fmt.Sprintf("%d %c", pid, b[i+2]))
+		}
+	}
+	return fmt.Sprintf("%d gone, alive: %v", len(pids)-len(alive), alive)
 }

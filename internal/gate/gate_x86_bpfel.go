@@ -16,15 +16,18 @@ import (
 type gateCounter uint32
 
 const (
-	gateCounterC_FORK_STOPPED gateCounter = 0
-	gateCounterC_EXEC_STOPPED gateCounter = 1
-	gateCounterC_TARGET_EXEC  gateCounter = 2
-	gateCounterC_LINEAGE      gateCounter = 3
-	gateCounterC_KILLED       gateCounter = 4
-	gateCounterC_FORK_REFUSED gateCounter = 5
-	gateCounterC_EXEC_REFUSED gateCounter = 6
-	gateCounterC_MARKED       gateCounter = 7
-	gateCounterC_MAX          gateCounter = 8
+	gateCounterC_FORK_STOPPED   gateCounter = 0
+	gateCounterC_EXEC_STOPPED   gateCounter = 1
+	gateCounterC_TARGET_EXEC    gateCounter = 2
+	gateCounterC_LINEAGE        gateCounter = 3
+	gateCounterC_KILLED         gateCounter = 4
+	gateCounterC_FORK_REFUSED   gateCounter = 5
+	gateCounterC_EXEC_REFUSED   gateCounter = 6
+	gateCounterC_MARKED         gateCounter = 7
+	gateCounterC_KILL_UNNOTED   gateCounter = 8
+	gateCounterC_MARK_FAILED    gateCounter = 9
+	gateCounterC_LINEAGE_FAILED gateCounter = 10
+	gateCounterC_MAX            gateCounter = 11
 )
 
 type gateFdRec struct {

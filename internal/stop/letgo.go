@@ -52,6 +52,9 @@ func (r *run) letGo() error {
 			// one pass in the kernel where the mark iterator loaded.
 			n, err := g.MarkByFile()
 			byIter, lg.rec.ByIterator = err == nil, n
+			if errors.Is(err, freeze.ErrMarkIncomplete) {
+				lg.note(err) // each match is marked by pidfd below
+			}
 		}
 		fresh += r.markMatches(res, byIter)
 		if scan == 1 {
