@@ -476,7 +476,8 @@ func (s *Sealed) Unseal() (string, timeline.GateDetached) {
 	c, cerr := g.Counters()
 	err := g.Close()
 	d := timeline.GateDetached{Action: gateAction(g), Form: g.Form.Word(), ForksStopped: c.Forks(), ExecsStopped: c.Execs(),
-		ForksRefused: c.ForksRefused, ExecsRefused: c.ExecsRefused, TargetExecs: c.TargetExecs, Lineage: c.Lineage}
+		ForksRefused: c.ForksRefused, ExecsRefused: c.ExecsRefused, TargetExecs: c.TargetExecs, Lineage: c.Lineage,
+		KillUnnoted: c.KillUnnoted, MarkFailed: c.MarkFailed, LineageFailed: c.LineageFailed}
 	if started {
 		d.AttachMS = msOf(g.AttachTook)
 	}
@@ -486,6 +487,7 @@ func (s *Sealed) Unseal() (string, timeline.GateDetached) {
 	if cerr != nil {
 		msg += " (" + cerr.Error() + ")"
 	}
+	msg += storageWords(c)
 	switch {
 	case started && serr == nil && g.Form.Refuses():
 		msg += fmt.Sprintf("; the refusal (form %s) had attached %s after the run's attach began", g.Form, show.Dur(g.AttachTook))
@@ -506,6 +508,17 @@ func (s *Sealed) Unseal() (string, timeline.GateDetached) {
 		msg += "; detaching failed: " + err.Error()
 	}
 	return msg, d
+}
+
+// storageWords says what the gate's programs could not note, where
+// the kernel refused them task storage (they allocate without waiting):
+// nothing when they noted everything.
+func storageWords(c gate.Counters) string {
+	if c.KillUnnoted+c.MarkFailed+c.LineageFailed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the kernel refused task storage to the gate's programs (they allocate without waiting): %s counted without a note, %s marked by pidfd instead of the mark iterator, %s not gated by lineage (the next scan finds them as descendants)",
+		show.Count(int(c.KillUnnoted), "kill", "kills"), show.Count(int(c.MarkFailed), "process", "processes"), show.Count(int(c.LineageFailed), "child", "children"))
 }
 
 func actionWord(kill bool) string {

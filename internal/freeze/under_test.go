@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"freeze/internal/gate"
 	"freeze/internal/match"
 )
 
@@ -82,5 +83,20 @@ func TestUnderWalkLeavesHardLinksToTheScan(t *testing.T) {
 	}
 	if files, _ := gateFiles(match.Spec{Under: []string{dir}}, true); len(files) != 3 {
 		t.Fatalf("with --force: %d files, want 3", len(files))
+	}
+}
+
+// The gate-detached line says what the gate's programs could not note
+// where the kernel refused them task storage, and nothing when they
+// noted everything (the usual case: no clause to read past).
+func TestStorageWords(t *testing.T) {
+	if w := storageWords(gate.Counters{Killed: 300, Lineage: 4}); w != "" {
+		t.Fatalf("nothing refused, yet: %q", w)
+	}
+	w := storageWords(gate.Counters{KillUnnoted: 1, MarkFailed: 2, LineageFailed: 3})
+	for _, want := range []string{"1 kill counted without a note", "2 processes marked by pidfd", "3 children not gated by lineage"} {
+		if !strings.Contains(w, want) {
+			t.Fatalf("%q lacks %q", w, want)
+		}
 	}
 }

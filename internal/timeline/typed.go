@@ -146,7 +146,13 @@ type GateDetached struct {
 	ExecsRefused uint64 `json:"execs_refused"`
 	TargetExecs  uint64 `json:"target_execs"`
 	Lineage      uint64 `json:"lineage"`
-	Error        string `json:"error,omitempty"`
+	// Task storage a gate program could not create (gate.Counters):
+	// kills counted without a note, marks the mark iterator could not
+	// make (made by pidfd instead), children the lineage could not gate.
+	KillUnnoted   uint64 `json:"kill_unnoted,omitempty"`
+	MarkFailed    uint64 `json:"mark_failed,omitempty"`
+	LineageFailed uint64 `json:"lineage_failed,omitempty"`
+	Error         string `json:"error,omitempty"`
 	// AttachMS is when the rest of the gate (the refusal) had attached,
 	// from the start of the attach, where it attached beside the kill;
 	// AttachError why it did not.
