@@ -99,7 +99,7 @@ func TestTheCounterCountsOnlyItsOwnPidNamespace(t *testing.T) {
 	if err := os.WriteFile(sh, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	key := KeyOf(statFile(t, sh))
+	key := KeyOf(fileOf(t, sh).Stat)
 	// Outside: one process at a time (the loop and its /bin/true), in a
 	// group of its own, killed as a group at the end.
 	loop := exec.Command(sh, "-c", "i=0; while [ $i -lt 1000000 ]; do /bin/true; i=$((i+1)); done")
@@ -136,7 +136,7 @@ func counterChild(t *testing.T, sh string) {
 	if err := exec.Command(sh, "-c", "i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done").Run(); err != nil {
 		t.Fatal(err)
 	}
-	if n := countOf(t, c, KeyOf(statFile(t, sh))); n != 20 {
+	if n := countOf(t, c, KeyOf(fileOf(t, sh).Stat)); n != 20 {
 		t.Fatalf("the counter counted %d forks of %s; this namespace made 20", n, sh)
 	}
 	fmt.Println("child: counted its own 20 forks")
@@ -149,13 +149,4 @@ func countOf(t *testing.T, c *Counter, key FileKey) uint64 {
 		t.Fatal(err)
 	}
 	return m[key]
-}
-
-func statFile(t *testing.T, path string) proc.File {
-	t.Helper()
-	f, err := proc.StatFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
