@@ -189,7 +189,7 @@ func (g *cgroup2Group) ThawHint() string {
 		}
 	}
 	if len(hs) == 0 {
-		return "nothing to thaw: nothing was frozen"
+		return NothingToThaw
 	}
 	return strings.Join(hs, "; ")
 }

@@ -461,6 +461,9 @@ func Probe(btf string) []Support {
 	return out
 }
 
+// NothingToThaw is a set's ThawHint when it froze nothing.
+const NothingToThaw = "nothing to thaw: nothing was frozen"
+
 // None is no freezer at all: with --revoke-exec, kill rounds straight
 // after the revocation (the order of the original incident).
 const None Method = "none"
@@ -475,7 +478,7 @@ func (noneGroup) Freezes() bool        { return false }
 func (noneGroup) Holds() bool          { return false }
 func (noneGroup) StopFirst() bool      { return false }
 func (noneGroup) KillReachesAll() bool { return false }
-func (noneGroup) ThawHint() string     { return "nothing to thaw: nothing was frozen" }
+func (noneGroup) ThawHint() string     { return NothingToThaw }
 func (noneGroup) Reused() bool         { return false }
 func (noneGroup) Snapshot() (func(match.Proc) bool, error) {
 	return func(match.Proc) bool { return false }, nil

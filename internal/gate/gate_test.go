@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -664,9 +663,8 @@ func TestFreeLetsADecoyOfTheFileGoAndForgetEndsTheFile(t *testing.T) {
 func statesOf(pids []int) string {
 	var alive []string
 	for _, pid := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if i := bytes.LastIndexByte(b, ')'); err == nil && i > 0 && i+2 < len(b) {
-			alive = append(alive, fmt.Sprintf("%d %c", pid, b[i+2]))
+		if st, err := proc.Default.ReadStat(pid); err == nil {
+			alive = append(alive, fmt.Sprintf("%d %c", pid, st.State))
 		}
 	}
 	return fmt.Sprintf("%d gone, alive: %v", len(pids)-len(alive), alive)

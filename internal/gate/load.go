@@ -9,6 +9,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"freeze/internal/proc"
 )
 
 // loader loads the gate's programs one at a time against one set of
@@ -95,7 +97,7 @@ func loadObject(btfPath string, action uint32) (*loader, error) {
 	if !initPidNS() {
 		// The counter then counts this pid namespace's forks alone: the
 		// processes freeze's /proc shows (Load refuses here anyway).
-		dev, ino, err := ownPidNS()
+		dev, ino, err := proc.OwnPidNS()
 		if err != nil {
 			return nil, fmt.Errorf("the counter's pid namespace: %w", err)
 		}
@@ -180,14 +182,4 @@ func (ld *loader) close() error {
 		delete(ld.maps, name)
 	}
 	return errors.Join(errs...)
-}
-
-// ownPidNS is this process's pid namespace as bpf_get_ns_current_pid_tgid
-// takes it: the device and inode stat(2) gives for /proc/self/ns/pid.
-func ownPidNS() (dev, ino uint64, err error) {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
-		return 0, 0, err
-	}
-	return st.Dev, st.Ino, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"freeze/internal/exefile"
 	"freeze/internal/proc"
 	"freeze/internal/testenv"
 )
@@ -92,11 +93,7 @@ func TestTheCounterCountsOnlyItsOwnPidNamespace(t *testing.T) {
 	}
 	defer host.Close()
 	sh := filepath.Join(t.TempDir(), "sh")
-	b, err := os.ReadFile("/bin/sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(sh, b, 0o755); err != nil {
+	if err := exefile.Copy("/bin/sh", sh); err != nil {
 		t.Fatal(err)
 	}
 	key := KeyOf(fileOf(t, sh).Stat)

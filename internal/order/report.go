@@ -133,7 +133,7 @@ func reportLeftFrozen(o say.Out, f Flags, g freeze.Group) {
 		return
 	}
 	thaw := g.ThawHint()
-	if strings.HasPrefix(thaw, "nothing to thaw") {
+	if thaw == freeze.NothingToThaw {
 		return
 	}
 	o.Sayf("what this run froze or stopped before it failed stays so (%s)", g.Where())
