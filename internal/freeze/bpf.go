@@ -531,7 +531,10 @@ func actionWord(kill bool) string {
 // Spare is a gate loaded ahead and still empty, as a guard keeps one
 // between requests: a run fills it (SealOptions.Spare) instead of
 // loading its own. A nil *Spare is none.
-type Spare struct{ g *gate.Gate }
+type Spare struct {
+	g   *gate.Gate
+	rec *Recorder // the guard's, lent to each run; Close leaves it
+}
 
 // LoadSpare loads a spare gate, with what speeds a run up (the kill and
 // scan iterators) loaded too.
@@ -542,6 +545,24 @@ func LoadSpare() (*Spare, error) {
 	}
 	g.LoadExtras()
 	return &Spare{g: g}, nil
+}
+
+// WithRecorder lends the spare's run the guard's argv recorder.
+func (s *Spare) WithRecorder(r *Recorder) *Spare {
+	if s != nil {
+		s.rec = r
+	}
+	return s
+}
+
+// Records gives the run's scan the argv of each process's exec, from the
+// recorder lent with the spare (match.Scanner.UseRecords); nil when there
+// is none.
+func (s *Spare) Records(fs proc.FS) match.ArgvRecords {
+	if s == nil || s.rec == nil {
+		return nil
+	}
+	return s.rec.Records(fs)
 }
 
 // take hands the spare's gate over, once.
@@ -576,4 +597,43 @@ func (s *Spare) Close() {
 func GateLoads() (bool, string) {
 	k := gate.Probe("")
 	return k[0].OK, k[0].Why
+}
+
+// Recorder records each process's argv at its exec, in the kernel
+// (gate.Recorder): an armed guard keeps one attached, and a request named
+// with --arg matches by the record where /proc would wait on the
+// process's address-space lock.
+type Recorder struct{ r *gate.Recorder }
+
+// StartRecorder attaches an argv recorder.
+func StartRecorder() (*Recorder, error) {
+	r, err := gate.StartRecorder()
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{r: r}, nil
+}
+
+// Records reads the recorder by pidfd: a process that is gone, or whose
+// pid now names another start, has no record.
+func (r *Recorder) Records(fs proc.FS) match.ArgvRecords {
+	return func(id proc.ID) []string {
+		h, err := fs.Open(id)
+		if err != nil {
+			return nil
+		}
+		defer h.Close()
+		args, _, err := r.r.Args(h)
+		if err != nil {
+			return nil
+		}
+		return args
+	}
+}
+
+// Close detaches and unloads the recorder.
+func (r *Recorder) Close() {
+	if r != nil {
+		r.r.Close()
+	}
 }

@@ -3,12 +3,16 @@ package gate
 import (
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"freeze/internal/containtest"
+	"freeze/internal/exefile"
 	"freeze/internal/proc"
 	"freeze/internal/testenv"
 )
@@ -99,6 +103,51 @@ func BenchmarkIdentityReaderBeside3000(b *testing.B) {
 				if err != nil || n == 0 {
 					b.Fatalf("read %d bytes: %v", n, err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkExecBesideTheRecorder is the cost of the argv recorder to every
+// exec on the machine: one fork and exec of a copy of true, waited for,
+// with the recorder detached (off) and attached (on). An exec's time
+// drifts by a third between runs here, more than the recorder's share,
+// so "on" also reports the recorder's own time in the kernel per exec
+// (the kernel's BPF statistics, turned on for the run): its ratio to the
+// exec's time in the same run is what carries over to another host.
+//
+//	go test ./internal/gate -run '^$' -bench ExecBesideTheRecorder -benchtime 2000x -count 3
+func BenchmarkExecBesideTheRecorder(b *testing.B) {
+	testenv.RequireRoot(b, "loading BPF programs")
+	tru := filepath.Join(b.TempDir(), "true")
+	if err := exefile.Copy("/bin/true", tru); err != nil {
+		b.Fatal(err)
+	}
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			var r *Recorder
+			if on {
+				stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+				if err != nil {
+					b.Skipf("the kernel's BPF statistics: %v", err)
+				}
+				defer stats.Close()
+				if r, err = StartRecorder(); err != nil {
+					b.Skipf("the argv recorder does not attach here: %v", err)
+				}
+				defer r.Close()
+			}
+			for b.Loop() {
+				if err := exec.Command(tru, "an", "argv", "of", "a", "few", "words").Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if r != nil {
+				st, err := r.prog.Stats()
+				if err != nil || st.RunCount == 0 {
+					b.Fatalf("the recorder's statistics: %+v %v", st, err)
+				}
+				b.ReportMetric(float64(st.Runtime.Nanoseconds())/float64(st.RunCount), "recorder-ns/exec")
 			}
 		})
 	}

@@ -45,6 +45,8 @@ struct file {
 
 struct mm_struct {
 	struct file *exe_file;
+	unsigned long arg_start; // in an anonymous struct: found by name
+	unsigned long arg_end;
 } __PRESERVE;
 
 typedef struct {

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type gateArgvRec struct {
+	_    structs.HostLayout
+	Len  uint32
+	Full uint32
+	Buf  [256]int8
+}
+
 type gateCounter uint32
 
 const (
@@ -27,7 +34,9 @@ const (
 	gateCounterC_KILL_UNNOTED   gateCounter = 8
 	gateCounterC_MARK_FAILED    gateCounter = 9
 	gateCounterC_LINEAGE_FAILED gateCounter = 10
-	gateCounterC_MAX            gateCounter = 11
+	gateCounterC_RECORDED       gateCounter = 11
+	gateCounterC_RECORD_FAILED  gateCounter = 12
+	gateCounterC_MAX            gateCounter = 13
 )
 
 type gateFdRec struct {
@@ -63,6 +72,7 @@ type gateTaskRec struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	gateMapArgvRecs          = "argv_recs"
 	gateMapByOwner           = "by_owner"
 	gateMapCounters          = "counters"
 	gateMapExempt            = "exempt"
@@ -85,6 +95,7 @@ const (
 	gateProgGateTaskAlloc    = "gate_task_alloc"
 	gateProgGateTaskAllocRet = "gate_task_alloc_ret"
 	gateProgGateTasks        = "gate_tasks"
+	gateProgRecordExec       = "record_exec"
 	gateVarAction            = "action"
 	gateVarCountNsDev        = "count_ns_dev"
 	gateVarCountNsIno        = "count_ns_ino"
@@ -148,12 +159,14 @@ type gateProgramSpecs struct {
 	GateTaskAlloc    *ebpf.ProgramSpec `ebpf:"gate_task_alloc"`
 	GateTaskAllocRet *ebpf.ProgramSpec `ebpf:"gate_task_alloc_ret"`
 	GateTasks        *ebpf.ProgramSpec `ebpf:"gate_tasks"`
+	RecordExec       *ebpf.ProgramSpec `ebpf:"record_exec"`
 }
 
 // gateMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gateMapSpecs struct {
+	ArgvRecs   *ebpf.MapSpec `ebpf:"argv_recs"`
 	ByOwner    *ebpf.MapSpec `ebpf:"by_owner"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
 	Exempt     *ebpf.MapSpec `ebpf:"exempt"`
@@ -199,6 +212,7 @@ func (o *gateObjects) Close() error {
 //
 // It can be passed to loadGateObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gateMaps struct {
+	ArgvRecs   *ebpf.Map `ebpf:"argv_recs"`
 	ByOwner    *ebpf.Map `ebpf:"by_owner"`
 	Counters   *ebpf.Map `ebpf:"counters"`
 	Exempt     *ebpf.Map `ebpf:"exempt"`
@@ -213,6 +227,7 @@ type gateMaps struct {
 
 func (m *gateMaps) Close() error {
 	return _GateClose(
+		m.ArgvRecs,
 		m.ByOwner,
 		m.Counters,
 		m.Exempt,
@@ -255,6 +270,7 @@ type gatePrograms struct {
 	GateTaskAlloc    *ebpf.Program `ebpf:"gate_task_alloc"`
 	GateTaskAllocRet *ebpf.Program `ebpf:"gate_task_alloc_ret"`
 	GateTasks        *ebpf.Program `ebpf:"gate_tasks"`
+	RecordExec       *ebpf.Program `ebpf:"record_exec"`
 }
 
 func (p *gatePrograms) Close() error {
@@ -271,6 +287,7 @@ func (p *gatePrograms) Close() error {
 		p.GateTaskAlloc,
 		p.GateTaskAllocRet,
 		p.GateTasks,
+		p.RecordExec,
 	)
 }
 

@@ -41,6 +41,7 @@ var sections = map[string]string{
 	"gate_mark":           "iter/task (mark iterator)",
 	"gate_tasks":          "iter/task (scan iterator)",
 	"count_sys_enter":     "tp_btf/sys_enter (fork counter)",
+	"record_exec":         "tp_btf/sched_process_exec (argv recorder)",
 }
 
 // newLoader reads the object, sets its constants (the action of the

@@ -43,6 +43,7 @@ var probed = []struct{ name, role string }{
 	{"gate_ident", "files by the kernel's identity (btrfs, overlayfs)"},
 	{"gate_kill", "the chain killed in one pass (else by pidfd)"},
 	{"gate_tasks", "scans in one pass (else /proc)"},
+	{"record_exec", "a guard's argv at exec, for --arg (else /proc)"},
 }
 
 // Probe loads (and never attaches) each of the gate's programs on its

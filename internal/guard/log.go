@@ -30,13 +30,16 @@ type LifeLine struct {
 	Previous string `json:"previous,omitempty"` // start: what the previous guard's state file said
 }
 
-// ArmedLine says the guard is armed ("armed"): its gate and its spare.
+// ArmedLine says the guard is armed ("armed"): its gate, its spare and
+// its argv recorder.
 type ArmedLine struct {
 	Line
-	Gate       bool   `json:"gate"`
-	GateWhy    string `json:"gate_why"`
-	GateLoaded bool   `json:"gate_loaded"`
-	PID        int    `json:"pid"`
+	Gate        bool   `json:"gate"`
+	GateWhy     string `json:"gate_why"`
+	GateLoaded  bool   `json:"gate_loaded"`
+	Recorder    bool   `json:"argv_recorder"`
+	RecorderWhy string `json:"argv_recorder_why,omitempty"`
+	PID         int    `json:"pid"`
 }
 
 // RequestLine is one request's outcome ("request").

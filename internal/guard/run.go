@@ -103,7 +103,8 @@ func Run(ctx context.Context, opt Options) error {
 	armed := stop.Arm(opt.Say)
 	defer armed.Close()
 	g.c.Armed = armed
-	g.Record("armed", &ArmedLine{Gate: armed.GateOK, GateWhy: armed.GateWhy, GateLoaded: armed.SpareLoaded(), PID: os.Getpid()})
+	g.Record("armed", &ArmedLine{Gate: armed.GateOK, GateWhy: armed.GateWhy, GateLoaded: armed.SpareLoaded(),
+		Recorder: armed.Recording(), RecorderWhy: armed.RecorderWhy, PID: os.Getpid()})
 	// The guard's run directory is where root's freeze runs keep their
 	// state (runlock's directory, /run/freeze): it ends the runs whose
 	// freeze was killed.

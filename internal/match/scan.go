@@ -109,6 +109,9 @@ type Result struct {
 	// ArgsRead is how many argv the scan read for --arg, in ArgsTook.
 	ArgsRead int
 	ArgsTook time.Duration
+	// ArgsRecorded is how many processes matched --arg by the argv
+	// their exec recorded (UseRecords), with no read of /proc.
+	ArgsRecorded int
 	// ReadTook is how long reading the processes took (the task source
 	// or /proc), before argv and the descendant pass.
 	ReadTook time.Duration
@@ -137,7 +140,25 @@ type Scanner struct {
 	// argsRead and argsTook count this scan's reads of argv.
 	argsRead int
 	argsTook time.Duration
+	// records, when set, gives the argv a process's exec recorded
+	// (UseRecords); argsRecorded counts the matches it made.
+	records      ArgvRecords
+	argsRecorded int
 }
+
+// ArgvRecords returns the argv a process was exec'd with, as recorded in
+// the kernel at its exec (an armed guard's recorder, gate.Recorder), or
+// nil where there is no record of it.
+type ArgvRecords func(id proc.ID) []string
+
+// UseRecords makes --arg match a process whose exec recorded an argv
+// that names an --arg, without reading its /proc/PID/cmdline: that read
+// waits for the process's address-space lock, which a fork bomb's root
+// holds through each fork's copy (90-430 ms, one match in five: issue
+// #51). A process the records do not match (none, or one that names no
+// --arg: it may have rewritten its argv since) is read from /proc as
+// before.
+func (s *Scanner) UseRecords(r ArgvRecords) { s.records = r }
 
 // TaskSource lists every process with what a scan reads of it, appended
 // to buf: the BPF gate's task iterator (gate.Tasks) does it in one pass,
@@ -231,7 +252,7 @@ func (s *Scanner) Scan() (Result, error) {
 	}
 	res := Result{Counts: map[Reason]int{}}
 	t0 := time.Now()
-	s.argsRead, s.argsTook = 0, 0
+	s.argsRead, s.argsTook, s.argsRecorded = 0, 0, 0
 	l, err := s.lookAll()
 	if err != nil {
 		return res, err
@@ -245,7 +266,7 @@ func (s *Scanner) Scan() (Result, error) {
 		s.decideArgs(nodes, &l)
 		matched, res.Where = l.matched, l.where
 	}
-	res.ArgsRead, res.ArgsTook = s.argsRead, s.argsTook
+	res.ArgsRead, res.ArgsTook, res.ArgsRecorded = s.argsRead, s.argsTook, s.argsRecorded
 	var byParent []int32
 	if !s.spec.NoDescendants && matched > 0 {
 		byParent = s.descendants(nodes)
@@ -461,7 +482,7 @@ func (s *Scanner) lookStat(st proc.Stat, f proc.File, ferr error, l *looked) {
 				}
 				l.candAt[pid] = place
 			}
-		case !s.matchArgs(pid):
+		case !s.matchArgs(proc.ID{PID: pid, Start: st.Start}):
 			n.passed, n.exe = true, exe
 		default:
 			n.reason, n.exe, n.in = r, exe, true
@@ -609,7 +630,7 @@ func (s *Scanner) decideArgs(nodes []node, l *looked) {
 		switch {
 		case ancestorIn(nodes, i):
 			// The descendant pass takes it.
-		case s.matchArgs(n.pid):
+		case s.matchArgs(proc.ID{PID: n.pid, Start: n.start}):
 			n.reason, n.in = r, true
 			l.matched++
 			if p, ok := l.candAt[n.pid]; ok {
@@ -689,19 +710,26 @@ func ancestorIn(nodes []node, i int) bool {
 	return false
 }
 
-// matchArgs reads cmdline, only for a process that already passed the
-// executable filter, and looks for an argv element equal to an --arg.
-func (s *Scanner) matchArgs(pid int) bool {
+// matchArgs looks, only for a process that already passed the
+// executable filter, for an argv element equal to an --arg: in the argv
+// its exec recorded (UseRecords), then in its cmdline.
+func (s *Scanner) matchArgs(id proc.ID) bool {
 	if len(s.spec.Args) == 0 {
 		return true
 	}
+	if s.records != nil && s.namesArg(s.records(id)) {
+		s.argsRecorded++
+		return true
+	}
 	t0 := time.Now()
-	args, err := s.fs.Args(pid)
+	args, err := s.fs.Args(id.PID)
 	s.argsRead++
 	s.argsTook += time.Since(t0)
-	if err != nil {
-		return false
-	}
+	return err == nil && s.namesArg(args)
+}
+
+// namesArg reports whether an element of args equals an --arg.
+func (s *Scanner) namesArg(args []string) bool {
 	for _, a := range args {
 		for _, want := range s.spec.Args {
 			if a == want {

@@ -19,6 +19,11 @@ import (
 // and AfterRun readies the next.
 type Armed struct {
 	spare *freeze.Spare
+	// rec records each process's argv at its exec, from arming on, for
+	// the requests named with --arg (freeze.Recorder); nil where it did
+	// not attach (RecorderWhy says why).
+	rec         *freeze.Recorder
+	RecorderWhy string
 	// GateOK and GateWhy are what the probe said when Arm armed it.
 	GateOK  bool
 	GateWhy string
@@ -38,10 +43,21 @@ func Arm(say func(string)) *Armed {
 	r := &Armed{GateOK: ok, GateWhy: why}
 	say(fmt.Sprintf("gate: %s: %s", map[bool]string{true: "loads", false: "not available"}[r.GateOK], r.GateWhy))
 	if r.GateOK {
+		rec, err := freeze.StartRecorder()
+		if err != nil {
+			r.RecorderWhy = err.Error()
+			say("warning: the argv recorder did not attach: " + err.Error() + "; a request with --arg reads each argv from /proc")
+		} else {
+			say("argv recorder: attached: a request with --arg matches a process by the argv of its exec, from now on, without waiting on its memory")
+		}
+		r.rec = rec
 		r.load()
 	}
 	return r
 }
+
+// Recording says the argv recorder is attached.
+func (r *Armed) Recording() bool { return r.rec != nil }
 
 // SpareLoaded says a spare gate waits for the next request.
 func (r *Armed) SpareLoaded() bool { return r.spare != nil }
@@ -53,7 +69,7 @@ func (r *Armed) load() {
 		return
 	}
 	if s, err := freeze.LoadSpare(); err == nil {
-		r.spare = s
+		r.spare = s.WithRecorder(r.rec)
 	}
 }
 
@@ -77,10 +93,12 @@ func (r *Armed) AfterRun() {
 	runtime.GC()
 }
 
-// Close unloads the spare.
+// Close unloads the spare and the recorder.
 func (r *Armed) Close() {
 	if r.spare != nil {
 		r.spare.Close()
 		r.spare = nil
 	}
+	r.rec.Close()
+	r.rec = nil
 }

@@ -39,8 +39,11 @@ func (r *run) match() error {
 	if err := r.scanner.TaskErr; err != nil {
 		msg += " (the task iterator: " + err.Error() + ")"
 	}
-	if res.ArgsRead > 0 {
+	if res.ArgsRead > 0 || res.ArgsRecorded > 0 {
 		msg += fmt.Sprintf("; reading the processes took %s, argv of %s %s", show.Dur(res.ReadTook), show.Count(res.ArgsRead, "process", "processes"), show.Dur(res.ArgsTook))
+	}
+	if res.ArgsRecorded > 0 {
+		msg += fmt.Sprintf(", %s by the argv recorded at exec", show.Count(res.ArgsRecorded, "match", "matches"))
 	}
 	where, in := whereOf(res)
 	msg += in
@@ -48,7 +51,7 @@ func (r *run) match() error {
 		Matched: res.Live(), ByPath: res.Counts[match.ByPath], ByDeleted: res.Counts[match.ByDeleted],
 		ByUnder: res.Counts[match.ByUnder], Descendants: res.Counts[match.ByDescendant],
 		Zombies: len(res.Zombies), Scanned: res.Scanned, ScanMS: ms(took), ScanFrom: from, Where: where,
-		ReadMS: ms(res.ReadTook), ArgsRead: res.ArgsRead, ArgsMS: ms(res.ArgsTook)})
+		ReadMS: ms(res.ReadTook), ArgsRead: res.ArgsRead, ArgsMS: ms(res.ArgsTook), ArgsRecorded: res.ArgsRecorded})
 	r.containerInits(where)
 	r.out.Hidden = res.Hidden
 	if len(res.Hidden) > 0 {

@@ -215,6 +215,9 @@ func Order(ctx context.Context, c Config, rec *timeline.Recorder) (Outcome, erro
 		c.Name = freeze.GroupName(c.Spec)
 	}
 	r := &run{ctx: ctx, c: c, rec: rec, deadline: time.Now().Add(c.Timeout), scanner: match.NewScanner(c.FS, c.Spec)}
+	if len(c.Spec.Args) > 0 {
+		r.scanner.UseRecords(c.Spare.Records(c.FS)) // an armed guard's: nil otherwise
+	}
 	r.recordStart()
 	err := r.steps(
 		r.gate,

@@ -69,7 +69,10 @@ type Matched struct {
 	ReadMS      float64 `json:"read_ms,omitempty"`   // of it, reading the processes
 	ArgsRead    int     `json:"args_read,omitempty"` // argv read for --arg
 	ArgsMS      float64 `json:"args_ms,omitempty"`
-	ScanFrom    string  `json:"scan_from"`
+	// ArgsRecorded matched --arg by the argv their exec recorded (an
+	// armed guard's recorder), without reading /proc.
+	ArgsRecorded int    `json:"args_recorded,omitempty"`
+	ScanFrom     string `json:"scan_from"`
 	// Where the matches run, for a run in a container or pod (or of a
 	// container's file named through a process): each container and
 	// pod, and how many of the matches are there.
