@@ -52,6 +52,8 @@ func Arm(say func(string)) *Armed {
 		}
 		r.rec = rec
 		r.load()
+	} else {
+		r.RecorderWhy = "the gate does not load here: " + r.GateWhy
 	}
 	return r
 }

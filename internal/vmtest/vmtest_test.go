@@ -283,7 +283,8 @@ func runBoot(t *testing.T, qemu string, b boot, archives ...string) *result {
 var required = map[string][]string{
 	"gate-auto": {"TestGateStopsASpinningChainAndNotItsDecoy", "TestGateFollowsAChainThatExecsAnotherBinary",
 		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid", "TestLineageMarksChildrenOfAGatedProcess",
-		"TestGateHoldsAChainOnOverlayfs", "TestGateHoldsAChainOnBtrfs", "TestTasksAgreesWithProc"},
+		"TestGateHoldsAChainOnOverlayfs", "TestGateHoldsAChainOnBtrfs", "TestTasksAgreesWithProc",
+		"TestRecorderRecordsArgvAtExec"},
 	"gate-tp_btf": {"TestGateStopsASpinningChainAndNotItsDecoy", "TestGateFollowsAChainThatExecsAnotherBinary",
 		"TestGateStopsAnExecOfTheTarget", "TestMarkGatesAProcessByPid", "TestGateKillEmptiesASpinningChain"},
 	"stop-order": {"TestStopOrderReachesZero/bpf/tree", "TestStopOrderReachesZero/bpf/churn"},
