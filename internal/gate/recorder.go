@@ -27,8 +27,8 @@ type Recorder struct {
 	recs *ebpf.Map
 }
 
-// ArgvRecordSize is how much of an argv a record holds.
-const ArgvRecordSize = len(gateArgvRec{}.Buf)
+// argvRecordSize is how much of an argv a record holds.
+const argvRecordSize = len(gateArgvRec{}.Buf)
 
 // StartRecorder loads the gate's object and attaches its argv recorder
 // only.
@@ -58,7 +58,7 @@ var ErrNoRecord = errors.New("no record of its argv")
 
 // Args returns the argv h's process was exec'd with, as its exec
 // recorded it. full is false when the argv was longer than the record
-// (ArgvRecordSize bytes): args then holds only the elements that ended
+// (argvRecordSize bytes): args then holds only the elements that ended
 // within it. Where no record exists the error is ErrNoRecord.
 func (r *Recorder) Args(h *proc.Handle) (args []string, full bool, err error) {
 	fd := h.FD()
@@ -103,14 +103,4 @@ func (r *Recorder) Close() error {
 	r.link.Close()
 	r.prog.Close()
 	return r.ld.close()
-}
-
-// Counts are how many execs the recorder recorded, and how many it could
-// not (no storage, or an argv it could not read).
-func (r *Recorder) Counts() (recorded, failed uint64, err error) {
-	c := r.ld.maps["counters"]
-	if err = c.Lookup(uint32(gateCounterC_RECORDED), &recorded); err == nil {
-		err = c.Lookup(uint32(gateCounterC_RECORD_FAILED), &failed)
-	}
-	return recorded, failed, err
 }

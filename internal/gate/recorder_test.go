@@ -60,8 +60,8 @@ func TestRecorderRecordsArgvAtExec(t *testing.T) {
 		t.Errorf("record of a %d-element argv: full=%v err=%v, want a cut record", len(cut.Args), full, err)
 	case len(args) < 5 || len(args) >= len(cut.Args) || !reflect.DeepEqual(args, cut.Args[:len(args)]):
 		t.Errorf("a cut record holds %q, want a whole-element prefix of %q", args, cut.Args)
-	case len(strings.Join(args, "\x00"))+1 > ArgvRecordSize:
-		t.Errorf("a cut record holds %d bytes of elements, more than its %d", len(strings.Join(args, "\x00"))+1, ArgvRecordSize)
+	case len(strings.Join(args, "\x00"))+1 > argvRecordSize:
+		t.Errorf("a cut record holds %d bytes of elements, more than its %d", len(strings.Join(args, "\x00"))+1, argvRecordSize)
 	}
 
 	if _, err := os.Stat("/usr/bin/perl"); err != nil {
@@ -129,4 +129,15 @@ func start(t *testing.T, path string, args ...string) *exec.Cmd {
 	}
 	t.Fatalf("%s did not exec in 10 s", path)
 	return nil
+}
+
+// Counts are how many execs the recorder recorded, and how many it could
+// not (no storage, or an argv it could not read): the kernel counts
+// them (C_RECORDED, C_RECORD_FAILED), and only this test reads them.
+func (r *Recorder) Counts() (recorded, failed uint64, err error) {
+	c := r.ld.maps["counters"]
+	if err = c.Lookup(uint32(gateCounterC_RECORDED), &recorded); err == nil {
+		err = c.Lookup(uint32(gateCounterC_RECORD_FAILED), &failed)
+	}
+	return recorded, failed, err
 }
